@@ -1,0 +1,413 @@
+// Package driver defines the storage contract between the oncepush engine and a
+// database. The engine owns this contract: it lists exactly the statements the
+// engine runs, in the engine's vocabulary, and every driver (driver/postgres,
+// driver/sqlite) passes the same conformance suite against it.
+//
+// The package is for driver authors. Applications construct a driver with its
+// package's New function and hand it to oncepush.NewClient; they never call these
+// methods. The contract may change between minor versions.
+//
+// Time: every method that needs "now" takes a Now *time.Time. Nil means the
+// database's own clock (PostgreSQL's now()); a value means an injected clock (tests).
+// Drivers never read the process's wall clock when Now is nil, except where the
+// database has no clock of its own worth trusting more than the host's (SQLite, a
+// file on the same host).
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors drivers translate their database errors into, so that the engine
+// never sees a driver's own error types.
+var (
+	// ErrNotFound: the row asked for does not exist.
+	ErrNotFound = errors.New("oncepush/driver: not found")
+	// ErrSchemaTooNew: the database was migrated by a newer oncepush than this one.
+	ErrSchemaTooNew = errors.New("oncepush/driver: database schema is newer than this build")
+	// ErrSchemaNotCurrent: migrations are pending; run Migrate.
+	ErrSchemaNotCurrent = errors.New("oncepush/driver: database schema is not migrated")
+	// ErrSessionRevoked: a device was registered under a session that was revoked.
+	ErrSessionRevoked = errors.New("oncepush/driver: session revoked")
+)
+
+// Delivery statuses. A delivery is pending until it reaches one of the others,
+// which are final.
+const (
+	StatusPending   = "pending"
+	StatusSent      = "sent"
+	StatusFailed    = "failed"
+	StatusAmbiguous = "ambiguous"
+	StatusSkipped   = "skipped"
+	StatusNoDevices = "no_devices"
+	StatusExpired   = "expired"
+	StatusCanceled  = "canceled"
+)
+
+// Device attempt states (the per-device ledger).
+const (
+	// AttemptPending: known to the ledger but never submitted (a pair released by
+	// the run budget before its first send).
+	AttemptPending = "pending"
+	// AttemptSending: marked before the provider call; still here after the lease
+	// means the run died or lost its answer, and the attempt is ambiguous.
+	AttemptSending = "sending"
+	// AttemptAccepted: the provider accepted it. Settled.
+	AttemptAccepted = "accepted"
+	// AttemptInvalid: the provider said the token is dead; the device was deleted.
+	AttemptInvalid = "invalid"
+	// AttemptRetry: the provider asked to try later; it will be.
+	AttemptRetry = "retry"
+	// AttemptRejected: the provider refused the message or our credentials. Settled.
+	AttemptRejected = "rejected"
+	// AttemptAmbiguous: maybe submitted. Under the resend policy it will be sent
+	// again with the same collapse id; under at-most-once it is settled.
+	AttemptAmbiguous = "ambiguous"
+)
+
+// Driver is a database that can hold the oncepush ledger. TTx is the driver's
+// transaction type (pgx.Tx, *sql.Tx), so that SendTx can join a caller's
+// transaction with compile-time type safety.
+type Driver[TTx any] interface {
+	// Name is a short name for logs: "postgres", "sqlite".
+	Name() string
+
+	// InTx runs fn in a new transaction of the driver's own and commits it if fn
+	// returns nil. fn gets the transaction itself (so the engine can hand it to
+	// code that runs inside the claim, such as eligibility) and an executor on it.
+	// Write transactions take their write locks up front (SQLite: BEGIN IMMEDIATE).
+	InTx(ctx context.Context, fn func(ctx context.Context, tx TTx, ex Executor) error) error
+
+	// Exec returns an executor that runs each call on its own, outside any
+	// caller transaction (each call may still use a transaction internally).
+	Exec() Executor
+
+	// UnwrapExecutor wraps a caller's transaction.
+	UnwrapExecutor(tx TTx) Executor
+
+	// Listen blocks until ctx is done, calling wake whenever another connection
+	// or process may have made work due (PostgreSQL LISTEN). Drivers that cannot
+	// hear other writers return nil at once; the engine then relies on polling.
+	Listen(ctx context.Context, wake func()) error
+
+	// Migrate applies pending migrations in order, each in its own transaction, and
+	// is safe to run from several processes at once.
+	Migrate(ctx context.Context) (*MigrateResult, error)
+
+	// SchemaVersion reports the applied and the latest known migration version.
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
+// MigrateResult says what Migrate did.
+type MigrateResult struct {
+	Applied []int // versions applied by this call, in order
+	Version int   // version after the call
+}
+
+// Executor runs the engine's statements, either in a transaction or on their own.
+type Executor interface {
+	// --- sending
+
+	// MessageInsert writes a message and returns its id.
+	MessageInsert(ctx context.Context, p *MessageInsertParams) (int64, error)
+	// MessageDelete deletes a message (one whose deliveries were all duplicates).
+	MessageDelete(ctx context.Context, id int64) error
+	// DeliveryInsertMany inserts one delivery per recipient; rows whose
+	// (recipient, dedup key) exists are skipped. It returns how many were inserted.
+	DeliveryInsertMany(ctx context.Context, p *DeliveryInsertManyParams) (int, error)
+	// Wake tells listening workers that work may be due, delivered only when the
+	// surrounding transaction commits. Drivers without such a channel do nothing.
+	Wake(ctx context.Context) error
+
+	// --- claim
+
+	// WithSavepoint runs fn inside a savepoint of the executor's transaction and
+	// rolls back to it when fn fails, so a failing statement of fn (an eligibility
+	// rule's query, say) does not abort the surrounding transaction.
+	WithSavepoint(ctx context.Context, fn func() error) error
+
+	// DeliveryClaim leases up to Max due pending deliveries to LeaseID: oldest due
+	// first, skipping rows locked by others, moving each row's next_attempt_at to
+	// the lease's end. It returns the rows and the instant it used as "now".
+	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) (*DeliveryClaimResult, error)
+	// MessageGetMany returns the messages with these ids.
+	MessageGetMany(ctx context.Context, ids []int64) ([]*Message, error)
+	// DeviceListByRecipients returns the recipients' devices, excluding devices
+	// bound to a revoked session, ordered by recipient then id.
+	DeviceListByRecipients(ctx context.Context, recipients []string) ([]*Device, error)
+	// DeviceAttemptListByDeliveries returns the ledger rows of these deliveries.
+	DeviceAttemptListByDeliveries(ctx context.Context, deliveryIDs []int64) ([]*DeviceAttempt, error)
+
+	// --- record (also used by the claim for what it finishes itself)
+
+	// DeliveryUpdateMany applies each update to a delivery still leased to
+	// LeaseID and returns the ids it changed. Rows leased to another run, or gone,
+	// are left alone and absent from the answer.
+	DeliveryUpdateMany(ctx context.Context, p *DeliveryUpdateManyParams) ([]int64, error)
+	// DeviceAttemptUpsertMany writes ledger rows (insert, or add deltas and set state).
+	DeviceAttemptUpsertMany(ctx context.Context, p *DeviceAttemptUpsertManyParams) error
+	// DeviceDeleteMany deletes devices matching (id, recipient, token) exactly and
+	// returns how many it deleted.
+	DeviceDeleteMany(ctx context.Context, keys []DeviceKey) (int, error)
+	// DeliveryLeaseGetMany returns the current lease of each delivery that still
+	// exists (0 = unleased); used only to explain a lost record in the log.
+	DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error)
+
+	// --- devices
+
+	// DeviceRegister upserts a device: a token owned by another recipient moves
+	// (new id), then the owner keeps its MaxPerRecipient most recently registered
+	// devices. Returns ErrSessionRevoked for a revoked session.
+	DeviceRegister(ctx context.Context, p *DeviceRegisterParams) (*Device, error)
+	// DeviceUnregister deletes a (transport, token key) registration, only if owned
+	// by Recipient when Recipient is not empty. Absent rows are not an error.
+	DeviceUnregister(ctx context.Context, p *DeviceUnregisterParams) (int, error)
+	// DeviceListByRecipient returns a recipient's devices, newest registration first.
+	DeviceListByRecipient(ctx context.Context, recipient string) ([]*Device, error)
+	// SessionRevoke records the session as revoked and deletes its devices.
+	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
+	// RecipientDelete deletes a recipient's devices and deliveries.
+	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
+
+	// --- reading the ledger
+
+	// DeliveryGet returns one delivery.
+	DeliveryGet(ctx context.Context, id int64) (*Delivery, error)
+	// DeliveryListByMessage lists a message's deliveries, id order, after AfterID.
+	DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*Delivery, error)
+	// DeliveryListByRecipient lists a recipient's deliveries, newest first, before BeforeID (0 = from the newest).
+	DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*Delivery, error)
+	// DeliveryCountByStatus counts a message's deliveries by status.
+	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)
+
+	// --- cleanup and housekeeping
+
+	// LockAcquire takes or renews the named lock for Owner until now+TTL when it is
+	// free, expired or already Owner's; it reports whether Owner holds it.
+	LockAcquire(ctx context.Context, p *LockParams) (bool, error)
+	// LockRelease frees the named lock if Owner holds it.
+	LockRelease(ctx context.Context, p *LockParams) error
+	// DeliveryDeleteFinished deletes up to Limit deliveries finished before now-Age.
+	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (int, error)
+	// MessageDeleteOrphans deletes up to Limit messages with no delivery left that
+	// were created before now-Age.
+	MessageDeleteOrphans(ctx context.Context, p *CleanupParams) (int, error)
+	// SessionDeleteRevoked forgets up to Limit sessions revoked before now-Age.
+	SessionDeleteRevoked(ctx context.Context, p *CleanupParams) (int, error)
+	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
+	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
+	// DeliveryDueStats reports the number of due pending deliveries and the age of the oldest.
+	DeliveryDueStats(ctx context.Context, now *time.Time) (count int, oldestAge time.Duration, err error)
+}
+
+// Message is a stored message.
+type Message struct {
+	ID          int64
+	Type        string
+	Title       string
+	Body        string
+	Data        []byte // a JSON object, or nil
+	Link        string
+	Image       string
+	Category    string
+	Ambiguity   string
+	ScheduledAt time.Time
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+}
+
+// MessageInsertParams writes a message. Lifetime is added to ScheduledAt (or now,
+// when ScheduledAt is nil) to give expires_at.
+type MessageInsertParams struct {
+	Now         *time.Time
+	Type        string
+	Title       string
+	Body        string
+	Data        []byte
+	Link        string
+	Image       string
+	Category    string
+	Ambiguity   string
+	ScheduledAt *time.Time
+	Lifetime    time.Duration
+}
+
+// DeliveryInsertManyParams inserts deliveries of one message: Recipients[i] gets
+// NotificationIDs[i]. They fall due at ScheduledAt, or now when nil.
+type DeliveryInsertManyParams struct {
+	Now             *time.Time
+	MessageID       int64
+	Recipients      []string
+	NotificationIDs []string
+	DedupKey        string // "" = none
+	ScheduledAt     *time.Time
+}
+
+// DeliveryClaimParams leases due deliveries.
+type DeliveryClaimParams struct {
+	Now     *time.Time
+	Max     int
+	LeaseID int64
+	Lease   time.Duration
+}
+
+// DeliveryClaimResult is what DeliveryClaim leased, and the instant it used as now.
+type DeliveryClaimResult struct {
+	Now  time.Time
+	Rows []*ClaimedDelivery
+}
+
+// ClaimedDelivery is a delivery leased by DeliveryClaim.
+type ClaimedDelivery struct {
+	ID             int64
+	MessageID      int64
+	Recipient      string
+	NotificationID string
+	Attempts       int
+	// PrevLeaseID is the lease the row carried before this claim: non-zero means a
+	// run leased it and never recorded, and its lease has expired.
+	PrevLeaseID int64
+}
+
+// Device is a registration.
+type Device struct {
+	ID           int64
+	Recipient    string
+	Transport    string
+	Token        string
+	TokenKey     string // what makes a registration unique within a transport
+	Platform     string
+	Session      string
+	Locale       string
+	TimeZone     string
+	CreatedAt    time.Time
+	RegisteredAt time.Time
+}
+
+// DeviceKey identifies a device exactly, so that a token that moved to another
+// recipient (and got a new id) is never matched by an answer about its old owner.
+type DeviceKey struct {
+	ID        int64
+	Recipient string
+	Token     string
+}
+
+// DeviceAttempt is a ledger row.
+type DeviceAttempt struct {
+	DeliveryID  int64
+	DeviceID    int64
+	Transport   string
+	State       string
+	Submissions int
+	Ambiguous   int
+	ProviderID  string
+	Error       string
+	FirstSentAt *time.Time
+	LastSentAt  *time.Time
+	UpdatedAt   time.Time
+}
+
+// DeliveryUpdate changes one leased delivery.
+type DeliveryUpdate struct {
+	ID int64
+	// Status is the new status; StatusPending keeps it pending (and releases the
+	// lease unless KeepLease).
+	Status   string
+	Attempts int // the new attempt count (absolute; the lease makes it safe)
+	// NextAttemptAt, when set, is the next due time; otherwise now + Delay.
+	NextAttemptAt *time.Time
+	Delay         time.Duration
+	// LastError, when set, replaces the recorded error text.
+	LastError *string
+}
+
+// DeliveryUpdateManyParams applies updates under one lease.
+type DeliveryUpdateManyParams struct {
+	Now     *time.Time
+	LeaseID int64
+	Updates []DeliveryUpdate
+}
+
+// DeviceAttemptUpsert writes one ledger row. On insert the deltas are the
+// starting values.
+type DeviceAttemptUpsert struct {
+	DeliveryID       int64
+	DeviceID         int64
+	Transport        string
+	State            string
+	SubmissionsDelta int
+	AmbiguousDelta   int
+	// ProviderID, when not empty, replaces the recorded provider id.
+	ProviderID string
+	// Error replaces the recorded text unless State is AttemptSending or
+	// KeepError is set.
+	Error     string
+	KeepError bool
+}
+
+// DeviceAttemptUpsertManyParams writes ledger rows.
+type DeviceAttemptUpsertManyParams struct {
+	Now  *time.Time
+	Rows []DeviceAttemptUpsert
+}
+
+// DeviceRegisterParams registers a device.
+type DeviceRegisterParams struct {
+	Now             *time.Time
+	Recipient       string
+	Transport       string
+	Token           string
+	TokenKey        string
+	Platform        string
+	Session         string
+	Locale          string
+	TimeZone        string
+	MaxPerRecipient int
+}
+
+// DeviceUnregisterParams removes a registration.
+type DeviceUnregisterParams struct {
+	Transport string
+	TokenKey  string
+	Recipient string // "" = whoever owns it
+}
+
+// RecipientDeleteResult counts what RecipientDelete removed.
+type RecipientDeleteResult struct {
+	Devices    int
+	Deliveries int
+}
+
+// Delivery is a stored delivery with its ledger.
+type Delivery struct {
+	ID             int64
+	MessageID      int64
+	Recipient      string
+	NotificationID string
+	DedupKey       string
+	Status         string
+	Attempts       int
+	NextAttemptAt  time.Time
+	LeaseID        int64
+	LastError      string
+	CreatedAt      time.Time
+	FinishedAt     *time.Time
+	Devices        []*DeviceAttempt // filled by the list and get methods
+}
+
+// LockParams names a lock and its holder.
+type LockParams struct {
+	Now   *time.Time
+	Name  string
+	Owner string
+	TTL   time.Duration
+}
+
+// CleanupParams bounds a cleanup step.
+type CleanupParams struct {
+	Now   *time.Time
+	Age   time.Duration
+	Limit int
+}

@@ -1,0 +1,53 @@
+package sqlfile
+
+import (
+	"testing"
+	"testing/fstest"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{"q.sql": {Data: []byte(`-- header comment
+-- name: One :one
+SELECT 1;
+
+-- name: Two :many
+SELECT 2
+FROM t;
+`)}}
+	q, err := Parse(fsys, "q.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Get("One"); got != "SELECT 1;" {
+		t.Errorf("One = %q", got)
+	}
+	if got := q.Get("Two"); got != "SELECT 2\nFROM t;" {
+		t.Errorf("Two = %q", got)
+	}
+	if len(q) != 2 {
+		t.Errorf("len = %d, want 2", len(q))
+	}
+}
+
+func TestParseRefusesDuplicatesAndEmpty(t *testing.T) {
+	t.Parallel()
+	for name, src := range map[string]string{
+		"duplicate": "-- name: A\nSELECT 1;\n-- name: A\nSELECT 2;\n",
+		"empty":     "-- name: A\n\n-- name: B\nSELECT 1;\n",
+	} {
+		if _, err := Parse(fstest.MapFS{"q.sql": {Data: []byte(src)}}, "q.sql"); err == nil {
+			t.Errorf("%s: Parse succeeded, want error", name)
+		}
+	}
+}
+
+func TestGetPanicsOnUnknownName(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if recover() == nil {
+			t.Error("Get of an unknown name did not panic")
+		}
+	}()
+	Queries{}.Get("Nope")
+}
