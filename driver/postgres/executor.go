@@ -1,0 +1,435 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// executor runs the named queries on a pool or in a transaction.
+type executor struct {
+	db dbtx
+}
+
+var _ driver.Executor = (*executor)(nil)
+
+func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, error) {
+	var data any // NULL, not the JSON literal null, when there is no data
+	if p.Data != nil {
+		data = string(p.Data)
+	}
+	var id int64
+	err := e.db.QueryRow(ctx, q.Get("MessageInsert"), pgx.NamedArgs{
+		"now": p.Now, "type": p.Type, "title": p.Title, "body": p.Body, "data": data,
+		"link": p.Link, "image": p.Image, "category": p.Category, "ambiguity": p.Ambiguity,
+		"scheduled_at": p.ScheduledAt, "lifetime_us": micros(p.Lifetime),
+	}).Scan(&id)
+	return id, err
+}
+
+func (e *executor) MessageDelete(ctx context.Context, id int64) error {
+	_, err := e.db.Exec(ctx, q.Get("MessageDelete"), pgx.NamedArgs{"id": id})
+	return err
+}
+
+func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertManyParams) (int, error) {
+	tag, err := e.db.Exec(ctx, q.Get("DeliveryInsertMany"), pgx.NamedArgs{
+		"now": p.Now, "message_id": p.MessageID, "recipients": p.Recipients,
+		"notification_ids": p.NotificationIDs, "dedup_key": p.DedupKey, "scheduled_at": p.ScheduledAt,
+	})
+	return int(tag.RowsAffected()), err
+}
+
+func (e *executor) Wake(ctx context.Context) error {
+	_, err := e.db.Exec(ctx, q.Get("Wake"))
+	return err
+}
+
+func (e *executor) WithSavepoint(ctx context.Context, fn func() error) error {
+	if _, err := e.db.Exec(ctx, "SAVEPOINT oncepush_eligibility"); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		if _, rerr := e.db.Exec(ctx, "ROLLBACK TO SAVEPOINT oncepush_eligibility"); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	_, err := e.db.Exec(ctx, "RELEASE SAVEPOINT oncepush_eligibility")
+	return err
+}
+
+func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryClaim"), pgx.NamedArgs{
+		"now": p.Now, "max": p.Max, "lease_id": p.LeaseID, "lease_us": micros(p.Lease),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	res := &driver.DeliveryClaimResult{}
+	for rows.Next() {
+		c := &driver.ClaimedDelivery{}
+		if err := rows.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.PrevLeaseID, &res.Now); err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, c)
+	}
+	return res, rows.Err()
+}
+
+func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
+	rows, err := e.db.Query(ctx, q.Get("MessageGetMany"), pgx.NamedArgs{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*driver.Message, error) {
+		m := &driver.Message{}
+		err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
+			&m.Ambiguity, &m.ScheduledAt, &m.ExpiresAt, &m.CreatedAt)
+		return m, err
+	})
+}
+
+func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
+	d := &driver.Device{}
+	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
+		&d.Locale, &d.TimeZone, &d.CreatedAt, &d.RegisteredAt)
+	return d, err
+}
+
+func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipients"), pgx.NamedArgs{"recipients": recipients})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDevice)
+}
+
+func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptListByDeliveries"), pgx.NamedArgs{"delivery_ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
+		a := &driver.DeviceAttempt{}
+		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.State, &a.Submissions, &a.Ambiguous,
+			&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
+		return a, err
+	})
+}
+
+func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+	n := len(p.Updates)
+	if n == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, n)
+	statuses := make([]string, n)
+	attempts := make([]int32, n)
+	nextAts := make([]*time.Time, n)
+	delays := make([]int64, n)
+	lastErrors := make([]*string, n)
+	for i, u := range p.Updates {
+		ids[i], statuses[i], attempts[i] = u.ID, u.Status, int32(u.Attempts)
+		nextAts[i], delays[i], lastErrors[i] = u.NextAttemptAt, micros(u.Delay), u.LastError
+	}
+	rows, err := e.db.Query(ctx, q.Get("DeliveryUpdateMany"), pgx.NamedArgs{
+		"now": p.Now, "lease_id": p.LeaseID, "ids": ids, "statuses": statuses, "attempts": attempts,
+		"next_ats": nextAts, "delays_us": delays, "last_errors": lastErrors,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.DeviceAttemptUpsertManyParams) error {
+	n := len(p.Rows)
+	if n == 0 {
+		return nil
+	}
+	deliveryIDs := make([]int64, n)
+	deviceIDs := make([]int64, n)
+	transports := make([]string, n)
+	states := make([]string, n)
+	submissions := make([]int32, n)
+	ambiguous := make([]int32, n)
+	providerIDs := make([]string, n)
+	errs := make([]string, n)
+	for i, r := range p.Rows {
+		deliveryIDs[i], deviceIDs[i], transports[i], states[i] = r.DeliveryID, r.DeviceID, r.Transport, r.State
+		submissions[i], ambiguous[i] = int32(r.SubmissionsDelta), int32(r.AmbiguousDelta)
+		providerIDs[i], errs[i] = r.ProviderID, r.Error
+	}
+	_, err := e.db.Exec(ctx, q.Get("DeviceAttemptUpsertMany"), pgx.NamedArgs{
+		"now": p.Now, "delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports,
+		"states": states, "submissions": submissions, "ambiguous": ambiguous,
+		"provider_ids": providerIDs, "errors": errs,
+	})
+	return err
+}
+
+func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	ids := make([]int64, len(keys))
+	recipients := make([]string, len(keys))
+	tokens := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i], recipients[i], tokens[i] = k.ID, k.Recipient, k.Token
+	}
+	tag, err := e.db.Exec(ctx, q.Get("DeviceDeleteMany"), pgx.NamedArgs{"ids": ids, "recipients": recipients, "tokens": tokens})
+	return int(tag.RowsAffected()), err
+}
+
+func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryLeaseGetMany"), pgx.NamedArgs{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]int64, len(ids))
+	for rows.Next() {
+		var id, lease int64
+		if err := rows.Scan(&id, &lease); err != nil {
+			return nil, err
+		}
+		out[id] = lease
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterParams) (*driver.Device, error) {
+	var dev *driver.Device
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if p.Session != "" {
+			var revoked bool
+			if err := tx.QueryRow(ctx, q.Get("SessionIsRevoked"), pgx.NamedArgs{"session": p.Session}).Scan(&revoked); err != nil {
+				return err
+			}
+			if revoked {
+				return driver.ErrSessionRevoked
+			}
+		}
+		key := pgx.NamedArgs{"transport": p.Transport, "token_key": p.TokenKey, "recipient": p.Recipient}
+		// A conflict with another owner updates nothing; that registration is
+		// deleted and the insert tried again, so a moved token gets a new identity.
+		// Two rounds suffice unless another owner re-registers in between.
+		for range 5 {
+			if _, err := tx.Exec(ctx, q.Get("DeviceDeleteOtherOwner"), key); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, q.Get("DeviceUpsert"), pgx.NamedArgs{
+				"now": p.Now, "recipient": p.Recipient, "transport": p.Transport, "token": p.Token,
+				"token_key": p.TokenKey, "platform": p.Platform, "session": p.Session,
+				"locale": p.Locale, "time_zone": p.TimeZone,
+			})
+			if err != nil {
+				return err
+			}
+			devs, err := pgx.CollectRows(rows, scanDevice)
+			if err != nil {
+				return err
+			}
+			if len(devs) == 1 {
+				dev = devs[0]
+				break
+			}
+		}
+		if dev == nil {
+			return errRegisterContended
+		}
+		_, err := tx.Exec(ctx, q.Get("DeviceTrim"), pgx.NamedArgs{"recipient": p.Recipient, "max": p.MaxPerRecipient})
+		return err
+	})
+	return dev, err
+}
+
+var errRegisterContended = contendedError{}
+
+type contendedError struct{}
+
+func (contendedError) Error() string {
+	return "postgres: device registration kept conflicting with another recipient registering the same token"
+}
+
+func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregisterParams) (int, error) {
+	tag, err := e.db.Exec(ctx, q.Get("DeviceUnregister"), pgx.NamedArgs{
+		"transport": p.Transport, "token_key": p.TokenKey, "recipient": p.Recipient,
+	})
+	return int(tag.RowsAffected()), err
+}
+
+func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipient"), pgx.NamedArgs{"recipient": recipient})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDevice)
+}
+
+func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
+	var deleted int
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, q.Get("SessionRevoke"), pgx.NamedArgs{"session": session, "now": now}); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteBySession"), pgx.NamedArgs{"session": session})
+		deleted = int(tag.RowsAffected())
+		return err
+	})
+	return deleted, err
+}
+
+func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driver.RecipientDeleteResult, error) {
+	res := &driver.RecipientDeleteResult{}
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		args := pgx.NamedArgs{"recipient": recipient}
+		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteByRecipient"), args)
+		if err != nil {
+			return err
+		}
+		res.Devices = int(tag.RowsAffected())
+		tag, err = tx.Exec(ctx, q.Get("DeliveryDeleteByRecipient"), args)
+		res.Deliveries = int(tag.RowsAffected())
+		return err
+	})
+	return res, err
+}
+
+func scanDelivery(r pgx.CollectableRow) (*driver.Delivery, error) {
+	d := &driver.Delivery{}
+	err := r.Scan(&d.ID, &d.MessageID, &d.Recipient, &d.NotificationID, &d.DedupKey, &d.Status, &d.Attempts,
+		&d.NextAttemptAt, &d.LeaseID, &d.LastError, &d.CreatedAt, &d.FinishedAt)
+	return d, err
+}
+
+// withAttempts fills each delivery's ledger rows with one query.
+func (e *executor) withAttempts(ctx context.Context, ds []*driver.Delivery) ([]*driver.Delivery, error) {
+	if len(ds) == 0 {
+		return ds, nil
+	}
+	ids := make([]int64, len(ds))
+	byID := make(map[int64]*driver.Delivery, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+		byID[d.ID] = d
+	}
+	as, err := e.DeviceAttemptListByDeliveries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range as {
+		byID[a.DeliveryID].Devices = append(byID[a.DeliveryID].Devices, a)
+	}
+	return ds, nil
+}
+
+func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryGet"), pgx.NamedArgs{"id": id})
+	if err != nil {
+		return nil, err
+	}
+	d, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if _, err := e.withAttempts(ctx, []*driver.Delivery{d}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*driver.Delivery, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryListByMessage"), pgx.NamedArgs{"message_id": messageID, "after_id": afterID, "max": limit})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return nil, err
+	}
+	return e.withAttempts(ctx, ds)
+}
+
+func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryListByRecipient"), pgx.NamedArgs{"recipient": recipient, "before_id": beforeID, "max": limit})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return nil, err
+	}
+	return e.withAttempts(ctx, ds)
+}
+
+func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
+	rows, err := e.db.Query(ctx, q.Get("DeliveryCountByStatus"), pgx.NamedArgs{"message_id": messageID})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
+	rows, err := e.db.Query(ctx, q.Get("LockAcquire"), pgx.NamedArgs{
+		"now": p.Now, "name": p.Name, "owner": p.Owner, "ttl_us": micros(p.TTL),
+	})
+	if err != nil {
+		return false, err
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return len(owners) == 1, err
+}
+
+func (e *executor) LockRelease(ctx context.Context, p *driver.LockParams) error {
+	_, err := e.db.Exec(ctx, q.Get("LockRelease"), pgx.NamedArgs{"name": p.Name, "owner": p.Owner})
+	return err
+}
+
+func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupParams) (int, error) {
+	tag, err := e.db.Exec(ctx, q.Get(name), pgx.NamedArgs{"now": p.Now, "age_us": micros(p.Age), "max": p.Limit})
+	return int(tag.RowsAffected()), err
+}
+
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+}
+
+func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+}
+
+func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "SessionDeleteRevoked", p)
+}
+
+func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
+	var n int
+	var oldest time.Time
+	err := e.db.QueryRow(ctx, q.Get("DeliveryOverdue"), pgx.NamedArgs{"now": p.Now, "age_us": micros(p.Age)}).Scan(&n, &oldest)
+	return n, oldest, err
+}
+
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, time.Duration, error) {
+	var n int
+	var age float64
+	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), pgx.NamedArgs{"now": now}).Scan(&n, &age)
+	return n, time.Duration(age * float64(time.Second)), err
+}

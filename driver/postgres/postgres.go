@@ -1,0 +1,249 @@
+// Package postgres is the oncepush storage driver for PostgreSQL, on pgx/v5 and
+// pgxpool. It is the production engine: many processes share one database and
+// scale-out is more processes.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://…")
+//	client, err := oncepush.NewClient(postgres.New(pool), &oncepush.Config{…})
+//
+// The tables carry the prefix oncepush_ and live in the schema the connection's
+// search_path selects (public by default), so SendTx can join the application's
+// own transactions. Wake-ups use LISTEN/NOTIFY on the channel oncepush_wake, on a
+// connection of their own (never one of the pool's).
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/sqlfile"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+//go:embed migration/*.sql
+var migrationFS embed.FS
+
+var q = sqlfile.MustParse(queryFS, "queries.sql")
+
+// Channel is the LISTEN/NOTIFY channel; the payload is the schema name.
+const Channel = "oncepush_wake"
+
+// Driver is the PostgreSQL driver.
+type Driver struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a driver on the pool. The pool is the caller's: the driver never
+// closes it.
+func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+
+var _ driver.Driver[pgx.Tx] = (*Driver)(nil)
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return "postgres" }
+
+// Pool returns the pool the driver was built on.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// InTx implements driver.Driver.
+func (d *Driver) InTx(ctx context.Context, fn func(context.Context, pgx.Tx, driver.Executor) error) error {
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		return fn(ctx, tx, &executor{db: tx})
+	})
+}
+
+// Exec implements driver.Driver.
+func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool} }
+
+// UnwrapExecutor implements driver.Driver.
+func (d *Driver) UnwrapExecutor(tx pgx.Tx) driver.Executor { return &executor{db: tx} }
+
+// Listen implements driver.Driver: LISTEN on a dedicated connection built from
+// the pool's configuration, reconnecting with a pause after errors, until ctx ends.
+// Wake-ups of other schemas (the payload names the schema) are ignored.
+func (d *Driver) Listen(ctx context.Context, wake func()) error {
+	cfg := d.pool.Config().ConnConfig.Copy()
+	pause := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.listenOnce(ctx, cfg, wake)
+		if ctx.Err() != nil {
+			break
+		}
+		_ = err // the engine polls meanwhile; a dead listener only delays wake-ups
+		wake()  // anything may have been missed while disconnected
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+	return nil
+}
+
+func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func()) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	wake()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == schema {
+			wake()
+		}
+	}
+}
+
+// migrations are the embedded migration files, in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migration")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("postgres: migration file %q is not named NNN_name.sql", name)
+		}
+		b, err := fs.ReadFile(migrationFS, "migration/"+name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("postgres: migration versions must run 1, 2, 3…; found %d at position %d", m.version, i+1)
+		}
+	}
+	return ms, nil
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// Migrate implements driver.Driver. Each migration runs in its own transaction
+// under an advisory lock, so concurrent callers apply each migration once.
+func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	res := &driver.MigrateResult{}
+	for _, m := range ms {
+		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, q.Get("MigrationLock")); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, q.Get("MigrationTableCreate")); err != nil {
+				return err
+			}
+			applied, err := appliedVersions(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if len(applied) > 0 && applied[len(applied)-1] > len(ms) {
+				return fmt.Errorf("%w: database is at version %d, this build knows %d",
+					driver.ErrSchemaTooNew, applied[len(applied)-1], len(ms))
+			}
+			if slices.Contains(applied, m.version) {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("postgres: migration %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), pgx.NamedArgs{"version": m.version, "name": m.name}); err != nil {
+				return err
+			}
+			res.Applied = append(res.Applied, m.version)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	res.Version = len(ms)
+	return res, nil
+}
+
+// SchemaVersion implements driver.Driver.
+func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	var exists bool
+	if err := d.pool.QueryRow(ctx, q.Get("MigrationTableExists")).Scan(&exists); err != nil {
+		return 0, len(ms), err
+	}
+	if !exists {
+		return 0, len(ms), nil
+	}
+	applied, err := appliedVersions(ctx, d.pool)
+	if err != nil {
+		return 0, len(ms), err
+	}
+	if len(applied) > 0 {
+		current = applied[len(applied)-1]
+	}
+	return current, len(ms), nil
+}
+
+func appliedVersions(ctx context.Context, db dbtx) ([]int, error) {
+	rows, err := db.Query(ctx, q.Get("MigrationList"))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+// dbtx is what both a pool and a transaction offer.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// translate maps pgx errors onto the driver's sentinels.
+func translate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return driver.ErrNotFound
+	}
+	return err
+}
+
+// micros converts a duration for the @…_us parameters.
+func micros(d time.Duration) int64 { return d.Microseconds() }

@@ -1,0 +1,287 @@
+-- Named queries of the PostgreSQL driver. Every "now" is coalesce(@now, now()):
+-- NULL means the database's clock, a value means an injected (test) clock.
+-- Durations arrive as microseconds (bigint).
+
+-- name: MessageInsert :one
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
+                              scheduled_at, expires_at, created_at)
+SELECT @type, @title, @body, @data::jsonb, @link, @image, @category, @ambiguity,
+       coalesce(@scheduled_at::timestamptz, n.now),
+       coalesce(@scheduled_at::timestamptz, n.now) + @lifetime_us::bigint * interval '1 microsecond',
+       n.now
+FROM n
+RETURNING id;
+
+-- name: MessageDelete :exec
+DELETE FROM oncepush_message WHERE id = @id;
+
+-- name: DeliveryInsertMany :execrows
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+SELECT @message_id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''),
+       coalesce(@scheduled_at::timestamptz, n.now), n.now
+FROM unnest(@recipients::text[], @notification_ids::text[]) AS u (recipient, notification_id), n
+ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
+
+-- name: Wake :exec
+SELECT pg_notify('oncepush_wake', current_schema());
+
+-- name: DeliveryClaim :many
+-- The MATERIALIZED CTE picks at most @max rows; the UPDATE ... WHERE id IN
+-- (subquery LIMIT n) form can claim more than n when the planner re-runs it.
+-- Only delivery rows are locked (never the shared message row).
+WITH n AS MATERIALIZED (
+    SELECT coalesce(@now::timestamptz, now()) AS now
+), due AS MATERIALIZED (
+    SELECT d.id, d.lease_id AS prev_lease_id
+    FROM oncepush_delivery d, n
+    WHERE d.status = 'pending'
+      AND d.next_attempt_at <= n.now
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT @max
+    FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE oncepush_delivery d
+SET lease_id        = @lease_id,
+    next_attempt_at = n.now + @lease_us::bigint * interval '1 microsecond'
+FROM due, n
+WHERE d.id = due.id
+RETURNING d.id, d.message_id, d.recipient, d.notification_id, d.attempts,
+          coalesce(due.prev_lease_id, 0), n.now;
+
+-- name: MessageGetMany :many
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+FROM oncepush_message
+WHERE id = ANY (@ids::bigint[]);
+
+-- name: DeviceListByRecipients :many
+SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
+       d.time_zone, d.created_at, d.registered_at
+FROM oncepush_device d
+WHERE d.recipient = ANY (@recipients::text[])
+  AND (d.session = '' OR NOT EXISTS (
+        SELECT 1 FROM oncepush_revoked_session s WHERE s.session = d.session))
+ORDER BY d.recipient, d.id;
+
+-- name: DeviceAttemptListByDeliveries :many
+SELECT delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error,
+       first_sent_at, last_sent_at, updated_at
+FROM oncepush_device_attempt
+WHERE delivery_id = ANY (@delivery_ids::bigint[])
+ORDER BY delivery_id, device_id;
+
+-- name: DeliveryUpdateMany :many
+-- Guarded by the lease: a run whose lease was taken changes nothing.
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+UPDATE oncepush_delivery d
+SET status          = u.status,
+    attempts        = u.attempts,
+    next_attempt_at = CASE WHEN u.status = 'pending'
+                           THEN coalesce(u.next_at, n.now + u.delay_us * interval '1 microsecond')
+                           ELSE d.next_attempt_at END,
+    lease_id        = NULL,
+    last_error      = coalesce(u.last_error, d.last_error),
+    finished_at     = CASE WHEN u.status = 'pending' THEN NULL ELSE n.now END
+FROM unnest(@ids::bigint[], @statuses::text[], @attempts::integer[], @next_ats::timestamptz[],
+            @delays_us::bigint[], @last_errors::text[])
+         AS u (id, status, attempts, next_at, delay_us, last_error),
+     n
+WHERE d.id = u.id
+  AND d.lease_id = @lease_id
+RETURNING d.id;
+
+-- name: DeviceAttemptUpsertMany :exec
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, state, submissions,
+                                          ambiguous, provider_id, error, first_sent_at,
+                                          last_sent_at, updated_at)
+SELECT u.delivery_id, u.device_id, u.transport, u.state, u.submissions, u.ambiguous,
+       u.provider_id, u.error,
+       CASE WHEN u.state = 'sending' THEN n.now END,
+       CASE WHEN u.state = 'sending' THEN n.now END,
+       n.now
+FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @states::text[],
+            @submissions::integer[], @ambiguous::integer[], @provider_ids::text[], @errors::text[])
+         AS u (delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error),
+     n
+ON CONFLICT (delivery_id, device_id) DO UPDATE
+SET state         = excluded.state,
+    submissions   = a.submissions + excluded.submissions,
+    ambiguous     = a.ambiguous + excluded.ambiguous,
+    provider_id   = CASE WHEN excluded.provider_id <> '' THEN excluded.provider_id ELSE a.provider_id END,
+    error         = CASE WHEN excluded.state = 'sending' THEN a.error ELSE excluded.error END,
+    first_sent_at = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
+                         ELSE coalesce(a.first_sent_at, excluded.first_sent_at) END,
+    last_sent_at  = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
+                         ELSE coalesce(excluded.last_sent_at, a.last_sent_at) END,
+    updated_at    = excluded.updated_at;
+
+-- name: DeviceDeleteMany :execrows
+-- Matches (id, recipient, token): a token that moved to a new owner has a new id.
+DELETE FROM oncepush_device d
+USING unnest(@ids::bigint[], @recipients::text[], @tokens::text[]) AS u (id, recipient, token)
+WHERE d.id = u.id AND d.recipient = u.recipient AND d.token = u.token;
+
+-- name: DeliveryLeaseGetMany :many
+SELECT id, coalesce(lease_id, 0) FROM oncepush_delivery WHERE id = ANY (@ids::bigint[]);
+
+-- name: SessionIsRevoked :one
+SELECT EXISTS (SELECT 1 FROM oncepush_revoked_session WHERE session = @session);
+
+-- name: DeviceDeleteOtherOwner :exec
+DELETE FROM oncepush_device
+WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipient;
+
+-- name: DeviceUpsert :one
+-- Updates only the same owner's row; a conflict with another owner returns no
+-- row and the caller deletes that registration and tries again (a new identity).
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
+                                  time_zone, created_at, registered_at)
+SELECT @recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, n.now, n.now
+FROM n
+ON CONFLICT (transport, token_key) DO UPDATE
+SET token         = excluded.token,
+    platform      = excluded.platform,
+    session       = excluded.session,
+    locale        = excluded.locale,
+    time_zone     = excluded.time_zone,
+    registered_at = excluded.registered_at
+WHERE d.recipient = excluded.recipient
+RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+          created_at, registered_at;
+
+-- name: DeviceTrim :exec
+-- A recipient keeps its @max most recently registered devices.
+DELETE FROM oncepush_device
+WHERE recipient = @recipient
+  AND id NOT IN (SELECT id FROM oncepush_device
+                 WHERE recipient = @recipient
+                 ORDER BY registered_at DESC, id DESC
+                 LIMIT @max);
+
+-- name: DeviceUnregister :execrows
+DELETE FROM oncepush_device
+WHERE transport = @transport AND token_key = @token_key
+  AND (@recipient::text = '' OR recipient = @recipient);
+
+-- name: DeviceListByRecipient :many
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+       created_at, registered_at
+FROM oncepush_device
+WHERE recipient = @recipient
+ORDER BY registered_at DESC, id DESC;
+
+-- name: SessionRevoke :exec
+INSERT INTO oncepush_revoked_session (session, revoked_at)
+VALUES (@session, coalesce(@now::timestamptz, now()))
+ON CONFLICT (session) DO NOTHING;
+
+-- name: DeviceDeleteBySession :execrows
+DELETE FROM oncepush_device WHERE session = @session;
+
+-- name: DeviceDeleteByRecipient :execrows
+DELETE FROM oncepush_device WHERE recipient = @recipient;
+
+-- name: DeliveryDeleteByRecipient :execrows
+DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+
+-- name: DeliveryGet :one
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE id = @id;
+
+-- name: DeliveryListByMessage :many
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE message_id = @message_id AND id > @after_id
+ORDER BY id
+LIMIT @max;
+
+-- name: DeliveryListByRecipient :many
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE recipient = @recipient AND (@before_id::bigint = 0 OR id < @before_id)
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: DeliveryCountByStatus :many
+SELECT status, count(*) FROM oncepush_delivery WHERE message_id = @message_id GROUP BY status;
+
+-- name: LockAcquire :one
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+INSERT INTO oncepush_lock AS l (name, owner, locked_until)
+SELECT @name, @owner, n.now + @ttl_us::bigint * interval '1 microsecond' FROM n
+ON CONFLICT (name) DO UPDATE
+SET owner = excluded.owner, locked_until = excluded.locked_until
+WHERE l.locked_until < (SELECT now FROM n) OR l.owner = excluded.owner
+RETURNING owner;
+
+-- name: LockRelease :exec
+DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
+
+-- name: DeliveryDeleteFinished :execrows
+WITH old AS MATERIALIZED (
+    SELECT id FROM oncepush_delivery
+    WHERE status <> 'pending'
+      AND finished_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
+    ORDER BY finished_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM oncepush_delivery d USING old WHERE d.id = old.id;
+
+-- name: MessageDeleteOrphans :execrows
+WITH old AS MATERIALIZED (
+    SELECT m.id FROM oncepush_message m
+    WHERE m.created_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
+      AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
+    ORDER BY m.created_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM oncepush_message m USING old WHERE m.id = old.id;
+
+-- name: SessionDeleteRevoked :execrows
+WITH old AS MATERIALIZED (
+    SELECT session FROM oncepush_revoked_session
+    WHERE revoked_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
+    LIMIT @max
+)
+DELETE FROM oncepush_revoked_session s USING old WHERE s.session = old.session;
+
+-- name: DeliveryOverdue :one
+SELECT count(*), coalesce(min(next_attempt_at), 'epoch'::timestamptz)
+FROM oncepush_delivery
+WHERE status = 'pending'
+  AND next_attempt_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond';
+
+-- name: DeliveryDueStats :one
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+SELECT count(*),
+       coalesce(extract(epoch FROM (SELECT now FROM n) - min(d.next_attempt_at)), 0)::float8
+FROM oncepush_delivery d
+WHERE d.status = 'pending' AND d.next_attempt_at <= (SELECT now FROM n);
+
+-- name: MigrationLock :exec
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncepush_migration'));
+
+-- name: MigrationTableCreate :exec
+CREATE TABLE IF NOT EXISTS oncepush_migration (
+    version    integer PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: MigrationList :many
+SELECT version FROM oncepush_migration ORDER BY version;
+
+-- name: MigrationInsert :exec
+INSERT INTO oncepush_migration (version, name) VALUES (@version, @name);
+
+-- name: MigrationTableExists :one
+SELECT to_regclass('oncepush_migration') IS NOT NULL;
