@@ -1,0 +1,310 @@
+package oncepush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// Client sends notifications and, once started, delivers them. TTx is the
+// driver's transaction type: pgx.Tx for driver/postgres.
+//
+// A Client is safe for concurrent use. Send and the device methods work whether
+// or not the client is started, so an API process can send while separate
+// worker processes deliver.
+type Client[TTx any] struct {
+	clientCore
+	driver driver.Driver[TTx]
+
+	mu          sync.Mutex
+	started     bool
+	cancelClaim context.CancelFunc // stops claiming and starting sends
+	cancelSend  context.CancelFunc // aborts sends in flight
+	wg          sync.WaitGroup
+}
+
+// clientCore holds what does not depend on the transaction type.
+type clientCore struct {
+	cfg       *Config
+	log       *slog.Logger
+	providers map[Transport]Provider
+	sems      map[Transport]chan struct{}
+
+	throttleMu sync.Mutex
+	throttle   map[Transport]time.Time // no sends to the transport before this (monotonic)
+
+	wakeMu sync.Mutex
+	wakers []chan struct{}
+}
+
+// NewClient returns a client on the driver. It does not touch the database; call
+// Migrate once per database (or run `oncepush migrate`) before use.
+func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error) {
+	if d == nil {
+		return nil, errors.New("oncepush: NewClient needs a driver")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cl := &Client[TTx]{driver: d}
+	cl.cfg = c
+	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
+	cl.providers = make(map[Transport]Provider, len(c.Providers))
+	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
+	cl.throttle = map[Transport]time.Time{}
+	for _, p := range c.Providers {
+		cl.providers[p.Transport()] = p
+		cl.sems[p.Transport()] = make(chan struct{}, c.ConcurrentSends)
+	}
+	return cl, nil
+}
+
+// Config returns the client's configuration with defaults applied.
+func (c *Client[TTx]) Config() Config { return *c.cfg }
+
+// Driver returns the client's driver.
+func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.driver }
+
+// Migrate applies pending migrations. It is safe to run from several processes
+// at once, and refuses a database migrated by a newer oncepush (ErrSchemaTooNew).
+func (c *Client[TTx]) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
+	return c.driver.Migrate(ctx)
+}
+
+// CheckSchema returns nil when the database is migrated to exactly this build's
+// version, ErrSchemaNotCurrent when migrations are pending, ErrSchemaTooNew when
+// a newer build migrated it.
+func (c *Client[TTx]) CheckSchema(ctx context.Context) error {
+	cur, latest, err := c.driver.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		return err
+	case cur > latest:
+		return fmt.Errorf("%w: database at version %d, this build knows %d", ErrSchemaTooNew, cur, latest)
+	case cur < latest:
+		return fmt.Errorf("%w: database at version %d, this build needs %d", ErrSchemaNotCurrent, cur, latest)
+	}
+	return nil
+}
+
+// now is the clock to pass to statements: nil means the database's.
+func (c *clientCore) now() *time.Time {
+	if c.cfg.Clock == nil {
+		return nil
+	}
+	t := c.cfg.Clock.Now()
+	return &t
+}
+
+// Send queues msg for the recipients in a transaction of its own and wakes the
+// workers after it commits. See SendTx.
+func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message, opts *SendOptions) (SendResult, error) {
+	p, err := c.prepare(recipients, &msg, opts)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	err = c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		res, err = c.write(ctx, ex, p, &msg, opts)
+		return err
+	})
+	if err != nil {
+		return SendResult{}, err
+	}
+	if res.Queued > 0 {
+		c.wake()
+	}
+	return res, nil
+}
+
+// SendTx queues msg for the recipients inside the caller's transaction: if it
+// rolls back, nothing is sent; if it commits, every recipient's delivery exists.
+// With a dedup key, a recipient who already has a pending (or retained) delivery
+// with that key gets no second one — the unique index decides, not a prior read.
+//
+// Everything is validated before anything is written; a *ValidationError names
+// the offending field. The message is one statement, all deliveries another.
+func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, msg Message, opts *SendOptions) (SendResult, error) {
+	p, err := c.prepare(recipients, &msg, opts)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return c.write(ctx, c.driver.UnwrapExecutor(tx), p, &msg, opts)
+}
+
+func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared, msg *Message, opts *SendOptions) (SendResult, error) {
+	if opts == nil {
+		opts = &SendOptions{}
+	}
+	now := c.now()
+	var scheduled *time.Time
+	if !opts.ScheduledAt.IsZero() {
+		scheduled = &opts.ScheduledAt
+	}
+	id, err := ex.MessageInsert(ctx, &driver.MessageInsertParams{
+		Now: now, Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
+		Image: p.image, Category: opts.Category, Ambiguity: string(p.policy),
+		ScheduledAt: scheduled, Lifetime: p.lifetime,
+	})
+	if err != nil {
+		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
+	}
+	nids := make([]string, len(p.recipients))
+	for i, r := range p.recipients {
+		nids[i] = notificationIDFor(msg.Type, r, opts.DedupKey)
+	}
+	n, err := ex.DeliveryInsertMany(ctx, &driver.DeliveryInsertManyParams{
+		Now: now, MessageID: id, Recipients: p.recipients, NotificationIDs: nids,
+		DedupKey: opts.DedupKey, ScheduledAt: scheduled,
+	})
+	if err != nil {
+		return SendResult{}, fmt.Errorf("oncepush: write deliveries: %w", err)
+	}
+	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
+	if n == 0 {
+		// Every recipient was a duplicate: keep no message without deliveries.
+		if err := ex.MessageDelete(ctx, id); err != nil {
+			return SendResult{}, fmt.Errorf("oncepush: delete duplicate message: %w", err)
+		}
+		res.MessageID = 0
+		return res, nil
+	}
+	if scheduled == nil {
+		if err := ex.Wake(ctx); err != nil {
+			return SendResult{}, fmt.Errorf("oncepush: wake workers: %w", err)
+		}
+	}
+	if p.dropped != "" {
+		c.log.WarnContext(ctx, "image dropped: providers show only https images",
+			slog.Int64("message_id", id), slog.String("image", p.dropped))
+	}
+	return res, nil
+}
+
+// RegisterDevice registers (or renews) a device for d.Recipient. A token owned by
+// another recipient moves to this one under a new device id (a phone changing
+// hands); the recipient keeps its MaxDevicesPerRecipient most recently registered
+// devices. A device bound to a revoked session is refused with ErrSessionRevoked.
+// The returned Device holds the token in canonical form.
+func (c *Client[TTx]) RegisterDevice(ctx context.Context, d Device) (*Device, error) {
+	return c.registerDevice(ctx, c.driver.Exec(), d)
+}
+
+// RegisterDeviceTx is RegisterDevice inside the caller's transaction.
+func (c *Client[TTx]) RegisterDeviceTx(ctx context.Context, tx TTx, d Device) (*Device, error) {
+	return c.registerDevice(ctx, c.driver.UnwrapExecutor(tx), d)
+}
+
+func (c *clientCore) registerDevice(ctx context.Context, ex driver.Executor, d Device) (*Device, error) {
+	token, key, err := normalizeDevice(&d)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := c.providers[d.Transport].(TokenValidator); ok {
+		if err := v.ValidateToken(Token(token)); err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				return nil, err
+			}
+			return nil, &ValidationError{Field: "token", Message: err.Error()}
+		}
+	}
+	row, err := ex.DeviceRegister(ctx, &driver.DeviceRegisterParams{
+		Now: c.now(), Recipient: d.Recipient, Transport: string(d.Transport), Token: token, TokenKey: key,
+		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone,
+		MaxPerRecipient: c.cfg.MaxDevicesPerRecipient,
+	})
+	if err != nil {
+		if errors.Is(err, driver.ErrSessionRevoked) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("oncepush: register device: %w", err)
+	}
+	dev := deviceFromRow(row)
+	return &dev, nil
+}
+
+func deviceFromRow(r *driver.Device) Device {
+	return Device{
+		ID: r.ID, Recipient: r.Recipient, Transport: Transport(r.Transport), Token: Token(r.Token),
+		Platform: r.Platform, Session: r.Session, Locale: r.Locale, TimeZone: r.TimeZone,
+		CreatedAt: r.CreatedAt, RegisteredAt: r.RegisteredAt,
+	}
+}
+
+// UnregisterDevice removes the (transport, token) registration. With a
+// recipient, only that recipient's registration is removed. It answers the same
+// — nil — whether the token was the recipient's, someone else's or absent, so the
+// answer tells a caller nothing about other people's devices.
+func (c *Client[TTx]) UnregisterDevice(ctx context.Context, recipient string, transport Transport, token Token) error {
+	if recipient != "" {
+		if err := validateRecipient("recipient", recipient); err != nil {
+			return err
+		}
+	}
+	if !transport.known() {
+		return invalid("transport", "%q is not one of fcm, apns, webpush, rustore", transport)
+	}
+	_, key, err := normalizeToken(transport, string(token))
+	if err != nil {
+		return err
+	}
+	_, err = c.driver.Exec().DeviceUnregister(ctx, &driver.DeviceUnregisterParams{
+		Transport: string(transport), TokenKey: key, Recipient: recipient,
+	})
+	if err != nil {
+		return fmt.Errorf("oncepush: unregister device: %w", err)
+	}
+	return nil
+}
+
+// Devices lists a recipient's devices, most recently registered first.
+func (c *Client[TTx]) Devices(ctx context.Context, recipient string) ([]Device, error) {
+	if err := validateRecipient("recipient", recipient); err != nil {
+		return nil, err
+	}
+	rows, err := c.driver.Exec().DeviceListByRecipient(ctx, recipient)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: list devices: %w", err)
+	}
+	out := make([]Device, len(rows))
+	for i, r := range rows {
+		out[i] = deviceFromRow(r)
+	}
+	return out, nil
+}
+
+// RevokeSession stops every device bound to the session at once, even one whose
+// app never unregistered: its registrations are deleted, and a registration that
+// races in afterwards under the same session is refused (ErrSessionRevoked) for
+// the retention period.
+func (c *Client[TTx]) RevokeSession(ctx context.Context, session string) error {
+	if session == "" || len(session) > maxSmallField {
+		return invalid("session", "must be 1 to %d bytes", maxSmallField)
+	}
+	if _, err := c.driver.Exec().SessionRevoke(ctx, session, c.now()); err != nil {
+		return fmt.Errorf("oncepush: revoke session: %w", err)
+	}
+	return nil
+}
+
+// DeleteRecipient removes the recipient's devices and deliveries (with their
+// ledger). A run holding one of its deliveries records nothing for it.
+func (c *Client[TTx]) DeleteRecipient(ctx context.Context, recipient string) error {
+	if err := validateRecipient("recipient", recipient); err != nil {
+		return err
+	}
+	if _, err := c.driver.Exec().RecipientDelete(ctx, recipient); err != nil {
+		return fmt.Errorf("oncepush: delete recipient: %w", err)
+	}
+	return nil
+}

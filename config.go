@@ -1,0 +1,173 @@
+package oncepush
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults of Config, named so that documentation and code cannot drift.
+const (
+	BatchSizeDefault              = 100
+	WorkersDefault                = 2
+	ConcurrentSendsDefault        = 256
+	RunBudgetDefault              = 10 * time.Second
+	SendTimeoutDefault            = 15 * time.Second
+	MaxAttemptsDefault            = 6
+	BackoffMinDefault             = 15 * time.Second
+	BackoffMaxDefault             = time.Hour
+	MessageLifetimeDefault        = 24 * time.Hour
+	RetentionDefault              = 7 * 24 * time.Hour
+	MaxDevicesPerRecipientDefault = 10
+	CleanupIntervalDefault        = 10 * time.Minute
+	PollIntervalDefault           = time.Second
+)
+
+// Category configures one declared notification category.
+type Category struct {
+	// Ambiguity overrides Config.Ambiguity for this category's messages.
+	Ambiguity AmbiguityPolicy
+}
+
+// Config configures a Client. The zero value of every field means its default.
+type Config struct {
+	// Providers serve the transports; at most one per transport. A device whose
+	// transport has no provider is settled as rejected with a text that says so.
+	Providers []Provider
+
+	// Eligibility decides at claim time who receives what. Nil sends to everyone.
+	Eligibility Eligibility
+
+	// Categories, when not nil, declares the categories a send may name (an
+	// unknown one is refused) and their settings.
+	Categories map[string]Category
+
+	// BatchSize is how many deliveries one claim takes. Default 100.
+	BatchSize int
+	// Workers is how many runs one client drives at once. Default 2: one claims
+	// and records while another's sends are in flight.
+	Workers int
+	// ConcurrentSends bounds in-flight sends per transport. Default 256.
+	ConcurrentSends int
+	// RunBudget bounds a run: no send starts after it, and the run ends. Default 10 s.
+	RunBudget time.Duration
+	// SendTimeout bounds one provider call. Default 15 s.
+	SendTimeout time.Duration
+	// Lease is how long a claim owns its deliveries. Default RunBudget +
+	// 2×SendTimeout + 1 min; it must exceed RunBudget + SendTimeout.
+	Lease time.Duration
+	// MaxAttempts is the number of retryable failures after which a delivery
+	// ends (failed, or sent if some device accepted). Default 6.
+	MaxAttempts int
+	// BackoffMin and BackoffMax bound the retry delay, which doubles from the
+	// minimum at each attempt, ±20 % jitter. Defaults 15 s and 1 h. A provider's
+	// Retry-After wins when longer.
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// MessageLifetime is the default lifetime of a message. Default 1 day.
+	MessageLifetime time.Duration
+	// Retention is how long finished deliveries (and their dedup keys) are kept.
+	// Default 7 days.
+	Retention time.Duration
+	// MaxDevicesPerRecipient is how many most recently registered devices a
+	// recipient keeps. Default 10.
+	MaxDevicesPerRecipient int
+	// CleanupInterval is how often a started client tries to run cleanup (one
+	// process at a time does). Default 10 min.
+	CleanupInterval time.Duration
+	// PollInterval is how often idle workers look for due work without a wake-up
+	// (scheduled sends, retries, expired leases). Default 1 s.
+	PollInterval time.Duration
+	// Ambiguity is the default ambiguity policy. Default AmbiguityResend.
+	Ambiguity AmbiguityPolicy
+
+	// Clock, when set, replaces the database's clock for scheduling, leases,
+	// expiry and backoff (tests). Nil: the database's now().
+	Clock Clock
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+	// ID names this client in logs and locks. Default host-pid-random.
+	ID string
+}
+
+// withDefaults returns a copy of cfg with defaults applied, or an error that says
+// which setting to fix.
+func (cfg *Config) withDefaults() (*Config, error) {
+	c := *cfg
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.ConcurrentSends = cmp.Or(c.ConcurrentSends, ConcurrentSendsDefault)
+	c.RunBudget = cmp.Or(c.RunBudget, RunBudgetDefault)
+	c.SendTimeout = cmp.Or(c.SendTimeout, SendTimeoutDefault)
+	c.Lease = cmp.Or(c.Lease, c.RunBudget+2*c.SendTimeout+time.Minute)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.BackoffMin = cmp.Or(c.BackoffMin, BackoffMinDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.MessageLifetime = cmp.Or(c.MessageLifetime, MessageLifetimeDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.MaxDevicesPerRecipient = cmp.Or(c.MaxDevicesPerRecipient, MaxDevicesPerRecipientDefault)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, CleanupIntervalDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.Ambiguity = cmp.Or(c.Ambiguity, AmbiguityResend)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "oncepush"), os.Getpid(), hex.EncodeToString(b[:]))
+	}
+
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)},
+		{"ConcurrentSends", int64(c.ConcurrentSends)}, {"RunBudget", int64(c.RunBudget)},
+		{"SendTimeout", int64(c.SendTimeout)}, {"Lease", int64(c.Lease)},
+		{"MaxAttempts", int64(c.MaxAttempts)}, {"BackoffMin", int64(c.BackoffMin)},
+		{"BackoffMax", int64(c.BackoffMax)}, {"MessageLifetime", int64(c.MessageLifetime)},
+		{"Retention", int64(c.Retention)}, {"MaxDevicesPerRecipient", int64(c.MaxDevicesPerRecipient)},
+		{"CleanupInterval", int64(c.CleanupInterval)}, {"PollInterval", int64(c.PollInterval)},
+	}
+	for _, p := range positive {
+		if p.v < 0 {
+			return nil, fmt.Errorf("oncepush: Config.%s must not be negative", p.name)
+		}
+	}
+	switch {
+	case c.BatchSize > 10000:
+		return nil, fmt.Errorf("oncepush: Config.BatchSize %d is above 10000", c.BatchSize)
+	case c.Lease <= c.RunBudget+c.SendTimeout:
+		return nil, fmt.Errorf("oncepush: Config.Lease (%s) must exceed RunBudget + SendTimeout (%s), or a healthy run could lose its lease", c.Lease, c.RunBudget+c.SendTimeout)
+	case c.BackoffMax < c.BackoffMin:
+		return nil, fmt.Errorf("oncepush: Config.BackoffMax (%s) is below BackoffMin (%s)", c.BackoffMax, c.BackoffMin)
+	case c.MessageLifetime > MaxLifetime:
+		return nil, fmt.Errorf("oncepush: Config.MessageLifetime is longer than %s", MaxLifetime)
+	case !c.Ambiguity.valid():
+		return nil, fmt.Errorf("oncepush: Config.Ambiguity %q is neither %q nor %q", c.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
+	}
+	for name, cat := range c.Categories {
+		if cat.Ambiguity != "" && !cat.Ambiguity.valid() {
+			return nil, fmt.Errorf("oncepush: Config.Categories[%q].Ambiguity %q is neither %q nor %q", name, cat.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
+		}
+	}
+	seen := map[Transport]bool{}
+	for i, p := range c.Providers {
+		if p == nil {
+			return nil, fmt.Errorf("oncepush: Config.Providers[%d] is nil", i)
+		}
+		t := p.Transport()
+		if !t.known() {
+			return nil, fmt.Errorf("oncepush: Config.Providers[%d] serves unknown transport %q", i, t)
+		}
+		if seen[t] {
+			return nil, fmt.Errorf("oncepush: Config.Providers has two providers for %q", t)
+		}
+		seen[t] = true
+	}
+	return &c, nil
+}

@@ -1,0 +1,78 @@
+package oncepush
+
+import (
+	"context"
+	"time"
+)
+
+// Decision is eligibility's answer for one recipient.
+type Decision struct {
+	kind  decisionKind
+	until time.Time
+}
+
+type decisionKind int
+
+const (
+	decideSend decisionKind = iota
+	decideSkip
+	decideDelay
+)
+
+// DecisionSend sends now. A recipient absent from eligibility's answer is sent to.
+var DecisionSend = Decision{}
+
+// DecisionSkip does not send: the delivery ends skipped, and its dedup key stays
+// used.
+var DecisionSkip = Decision{kind: decideSkip}
+
+// DelayUntil asks again at t (quiet hours, say). A t at or past the message's
+// expiry ends the delivery expired.
+func DelayUntil(t time.Time) Decision { return Decision{kind: decideDelay, until: t} }
+
+// IsSkip reports whether d is DecisionSkip.
+func (d Decision) IsSkip() bool { return d.kind == decideSkip }
+
+// Until returns the time of a DelayUntil decision and whether d is one.
+func (d Decision) Until() (time.Time, bool) { return d.until, d.kind == decideDelay }
+
+// Notice is what eligibility learns about the notification it decides on.
+type Notice struct {
+	MessageID   int64
+	Type        string
+	Category    string
+	Title       string
+	Body        string
+	ScheduledAt time.Time
+	ExpiresAt   time.Time
+	// Now is the claim's instant on oncepush's clock (the database's, or the
+	// injected one); compute quiet hours against it, not time.Now.
+	Now time.Time
+}
+
+// Eligibility decides who receives a notification when its deliveries fall due
+// (not when they are queued, so an opt-out before the send is honoured). It is
+// called once per message per claimed batch with every due recipient of that
+// message, inside the claim transaction (ClaimTx returns it): read with one
+// query, call nothing slow.
+//
+// Recipients absent from the answer are sent to. An answer about a recipient not
+// asked about, or an error, fails this message's deliveries in the batch: they
+// back off as a retry with the error recorded; other messages go on.
+type Eligibility func(ctx context.Context, notice Notice, recipients []string) (map[string]Decision, error)
+
+type claimTxKey struct{}
+
+// ClaimTx returns the claim transaction inside an Eligibility call: pgx.Tx with
+// driver/postgres, *sql.Tx with driver/sqlite. Reading the application's own rows
+// on it is consistent with the claim and needs no second connection.
+func ClaimTx[TTx any](ctx context.Context) (TTx, bool) {
+	tx, ok := ctx.Value(claimTxKey{}).(TTx)
+	return tx, ok
+}
+
+// Clock tells oncepush the time. Nil in Config means the database's own clock;
+// tests inject pushtest.Clock and move it.
+type Clock interface {
+	Now() time.Time
+}

@@ -1,0 +1,161 @@
+package oncepush
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// DeliveryStatus is where a delivery stands. Pending is the only status that
+// changes; the others are final.
+type DeliveryStatus string
+
+// Delivery statuses.
+const (
+	StatusPending = DeliveryStatus(driver.StatusPending)
+	// StatusSent: at least one device accepted.
+	StatusSent = DeliveryStatus(driver.StatusSent)
+	// StatusFailed: no device accepted and nothing is left to try.
+	StatusFailed = DeliveryStatus(driver.StatusFailed)
+	// StatusAmbiguous: no device is known to have accepted, and at least one
+	// may have (at-most-once policy, or attempts exhausted on lost answers).
+	StatusAmbiguous = DeliveryStatus(driver.StatusAmbiguous)
+	// StatusSkipped: eligibility said skip.
+	StatusSkipped = DeliveryStatus(driver.StatusSkipped)
+	// StatusNoDevices: the recipient had no device to send to.
+	StatusNoDevices = DeliveryStatus(driver.StatusNoDevices)
+	// StatusExpired: the message's lifetime ended first.
+	StatusExpired = DeliveryStatus(driver.StatusExpired)
+	// StatusCanceled: canceled before it was sent.
+	StatusCanceled = DeliveryStatus(driver.StatusCanceled)
+)
+
+// AttemptState is where one (delivery, device) pair stands in the ledger.
+type AttemptState string
+
+// Device attempt states.
+const (
+	AttemptPending   = AttemptState(driver.AttemptPending)
+	AttemptSending   = AttemptState(driver.AttemptSending)
+	AttemptAccepted  = AttemptState(driver.AttemptAccepted)
+	AttemptInvalid   = AttemptState(driver.AttemptInvalid)
+	AttemptRetry     = AttemptState(driver.AttemptRetry)
+	AttemptRejected  = AttemptState(driver.AttemptRejected)
+	AttemptAmbiguous = AttemptState(driver.AttemptAmbiguous)
+)
+
+// Delivery is one (message, recipient) with its per-device ledger.
+type Delivery struct {
+	ID             int64
+	MessageID      int64
+	Recipient      string
+	NotificationID string
+	DedupKey       string
+	Status         DeliveryStatus
+	// Attempts counts recorded retryable failures.
+	Attempts      int
+	NextAttemptAt time.Time
+	// LastError is what the providers said, prefixed by transport and device:
+	// "fcm device 17: 503 UNAVAILABLE: The service is unavailable."
+	LastError  string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+	Devices    []DeviceAttempt
+}
+
+// DeviceAttempt is the ledger row of one (delivery, device) pair.
+type DeviceAttempt struct {
+	DeviceID  int64
+	Transport Transport
+	State     AttemptState
+	// Submissions counts calls to the provider for this pair.
+	Submissions int
+	// Ambiguous counts submissions whose answer was lost.
+	Ambiguous int
+	// ProviderID is the provider's id of the accepted message.
+	ProviderID string
+	// Error is the provider's text, prefixed by the transport.
+	Error       string
+	FirstSentAt *time.Time
+	LastSentAt  *time.Time
+	UpdatedAt   time.Time
+}
+
+func deliveryFromRow(r *driver.Delivery) Delivery {
+	d := Delivery{
+		ID: r.ID, MessageID: r.MessageID, Recipient: r.Recipient, NotificationID: r.NotificationID,
+		DedupKey: r.DedupKey, Status: DeliveryStatus(r.Status), Attempts: r.Attempts,
+		NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
+	}
+	for _, a := range r.Devices {
+		d.Devices = append(d.Devices, DeviceAttempt{
+			DeviceID: a.DeviceID, Transport: Transport(a.Transport), State: AttemptState(a.State),
+			Submissions: a.Submissions, Ambiguous: a.Ambiguous, ProviderID: a.ProviderID, Error: a.Error,
+			FirstSentAt: a.FirstSentAt, LastSentAt: a.LastSentAt, UpdatedAt: a.UpdatedAt,
+		})
+	}
+	return d
+}
+
+func deliveriesFromRows(rows []*driver.Delivery) []Delivery {
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = deliveryFromRow(r)
+	}
+	return out
+}
+
+// Delivery returns one delivery with its ledger, or ErrNotFound.
+func (c *Client[TTx]) Delivery(ctx context.Context, id int64) (*Delivery, error) {
+	r, err := c.driver.Exec().DeliveryGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: get delivery %d: %w", id, err)
+	}
+	d := deliveryFromRow(r)
+	return &d, nil
+}
+
+// MessageDeliveries lists a message's deliveries in id order, those after
+// afterID (0 = from the start), at most limit (1…1000).
+func (c *Client[TTx]) MessageDeliveries(ctx context.Context, messageID, afterID int64, limit int) ([]Delivery, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit", "must be between 1 and 1000")
+	}
+	rows, err := c.driver.Exec().DeliveryListByMessage(ctx, messageID, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: list deliveries: %w", err)
+	}
+	return deliveriesFromRows(rows), nil
+}
+
+// RecipientDeliveries lists a recipient's deliveries, newest first, those before
+// beforeID (0 = from the newest), at most limit (1…1000): the history that
+// answers "did you send this twice?".
+func (c *Client[TTx]) RecipientDeliveries(ctx context.Context, recipient string, beforeID int64, limit int) ([]Delivery, error) {
+	if err := validateRecipient("recipient", recipient); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit", "must be between 1 and 1000")
+	}
+	rows, err := c.driver.Exec().DeliveryListByRecipient(ctx, recipient, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: list deliveries: %w", err)
+	}
+	return deliveriesFromRows(rows), nil
+}
+
+// DeliveryCounts counts a message's deliveries by status.
+func (c *Client[TTx]) DeliveryCounts(ctx context.Context, messageID int64) (map[DeliveryStatus]int, error) {
+	m, err := c.driver.Exec().DeliveryCountByStatus(ctx, messageID)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: count deliveries: %w", err)
+	}
+	out := make(map[DeliveryStatus]int, len(m))
+	for k, v := range m {
+		out[DeliveryStatus(k)] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,151 @@
+package oncepush
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Start starts the client's workers (Config.Workers runs at a time), its
+// wake-up listener and its periodic cleanup, and returns. Cancelling ctx stops
+// claiming, as Stop does; call Stop to wait for the workers to finish.
+func (c *Client[TTx]) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return ErrAlreadyStarted
+	}
+	if err := c.CheckSchema(ctx); err != nil {
+		return err
+	}
+	claimCtx, cancelClaim := context.WithCancel(ctx)
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	c.started, c.cancelClaim, c.cancelSend = true, cancelClaim, cancelSend
+
+	wakes := make([]chan struct{}, c.cfg.Workers)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	c.wakeMu.Lock()
+	c.wakers = wakes
+	c.wakeMu.Unlock()
+
+	c.wg.Go(func() {
+		if err := c.driver.Listen(claimCtx, c.wake); err != nil {
+			c.log.Warn("wake-up listener stopped; relying on polling", slog.Any("error", err))
+		}
+	})
+	for _, w := range wakes {
+		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, w) })
+	}
+	c.wg.Go(func() { c.cleanupLoop(claimCtx) })
+	c.log.Info("oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
+		slog.Int("batch_size", c.cfg.BatchSize), slog.Int("providers", len(c.providers)))
+	return nil
+}
+
+// Stop stops claiming and starting sends at once, lets sends in flight finish
+// and records them, and returns when every goroutine of the client has ended.
+// If ctx ends first, sends in flight are cancelled (and recorded as their
+// providers classify a cancelled request: usually maybe-sent), the records are
+// still written, and Stop returns ctx's error. Pairs never started are released
+// untouched. Stop on a client that is not started returns nil.
+func (c *Client[TTx]) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.started {
+		c.mu.Unlock()
+		return nil
+	}
+	c.cancelClaim()
+	c.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.cancelSend()
+		<-done
+		err = ctx.Err()
+	}
+	c.cancelSend()
+
+	c.mu.Lock()
+	c.started = false
+	c.mu.Unlock()
+	c.wakeMu.Lock()
+	c.wakers = nil
+	c.wakeMu.Unlock()
+	c.log.Info("oncepush client stopped")
+	return err
+}
+
+// Drain runs until nothing is due, in the caller's goroutine, whether or not
+// the client is started: for tests, examples, and deployments that drive
+// delivery from their own scheduler. Cancelling ctx stops claiming and
+// aborts sends in flight; what was sent is still recorded.
+func (c *Client[TTx]) Drain(ctx context.Context) (RunStats, error) {
+	var total RunStats
+	for {
+		s, err := c.run(ctx, ctx)
+		total.add(s)
+		if err != nil || !s.BudgetSpent || ctx.Err() != nil {
+			return total, err
+		}
+	}
+}
+
+// RunOnce performs one run in the caller's goroutine: claim, send and record
+// batches until the run budget is spent or nothing is due. RunStats.BudgetSpent
+// says whether work may be left.
+func (c *Client[TTx]) RunOnce(ctx context.Context) (RunStats, error) {
+	return c.run(ctx, ctx)
+}
+
+// wake tells every idle worker to look for work now.
+func (c *clientCore) wake() {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	for _, w := range c.wakers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, wake <-chan struct{}) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	errPause := c.cfg.PollInterval
+	for {
+		select {
+		case <-claimCtx.Done():
+			return
+		case <-wake:
+		case <-poll.C:
+		}
+		for claimCtx.Err() == nil {
+			s, err := c.run(claimCtx, sendCtx)
+			if err != nil {
+				if claimCtx.Err() == nil {
+					c.log.Error("delivery run failed", slog.Any("error", err))
+				}
+				// Pause longer while the database keeps failing.
+				poll.Reset(errPause)
+				errPause = min(2*errPause, time.Minute)
+				break
+			}
+			errPause = c.cfg.PollInterval
+			if !s.BudgetSpent {
+				poll.Reset(c.cfg.PollInterval)
+				break
+			}
+			// Budget spent with work left: continue at once (a new run).
+		}
+	}
+}
