@@ -1,0 +1,43 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/internal/conformance"
+	"github.com/oncepush/oncepush/internal/testdb"
+)
+
+// pgDB is one test's schema.
+type pgDB struct{ conn string }
+
+func newDB(t *testing.T) conformance.DB[pgx.Tx] {
+	db := &pgDB{conn: testdb.Schema(t)}
+	if _, err := postgres.New(testdb.Pool(t, db.conn, 2)).Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+func (d *pgDB) Driver(t *testing.T, maxConns int) driver.Driver[pgx.Tx] {
+	return postgres.New(testdb.Pool(t, d.conn, int32(maxConns)))
+}
+
+func (d *pgDB) Begin(ctx context.Context, drv driver.Driver[pgx.Tx]) (pgx.Tx, error) {
+	return drv.(*postgres.Driver).Pool().Begin(ctx)
+}
+
+func (d *pgDB) Commit(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
+func (d *pgDB) Rollback(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }
+func (d *pgDB) Exec(ctx context.Context, tx pgx.Tx, sql string) error {
+	_, err := tx.Exec(ctx, sql)
+	return err
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Harness[pgx.Tx]{NewDB: newDB})
+}

@@ -1,0 +1,186 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+func testCleanup[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("r1", oncepush.TransportFCM)
+	b.register("r2", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("old"), nil)
+	b.drain()
+
+	// r2's delivery is claimed by a run that dies (never records).
+	b.send([]string{"r2"}, msg("stuck"), nil)
+	finish := abandon(t, b, b.client, b.fcm, oncepush.Accepted("late"))
+	defer finish()
+
+	st, err := b.client.Cleanup(b.ctx)
+	if err != nil || !st.Ran || st.Deliveries != 0 || st.Overdue != 0 {
+		t.Fatalf("fresh cleanup: %+v, %v; want it to run and find nothing", st, err)
+	}
+	lease := b.client.Config().Lease
+	b.clock.Advance(lease + 2*time.Minute)
+	st, err = b.client.Cleanup(b.ctx)
+	if err != nil || st.Overdue != 1 {
+		t.Fatalf("cleanup after the lease: %+v, %v; want 1 overdue", st, err)
+	}
+	if !b.logs.has("overdue") {
+		t.Fatalf("overdue work not logged:\n%s", b.logs.all())
+	}
+	// Recovery: the next run picks the overdue delivery up.
+	other := pushtest.NewProvider(oncepush.TransportFCM)
+	drain(t, b.newClient(b.db.Driver(t, 0), func(c *oncepush.Config) { c.Providers = []oncepush.Provider{other} }))
+	wantStatus(t, b.only("r2"), oncepush.StatusSent)
+	if other.Count() != 1 {
+		t.Fatalf("overdue delivery recovered with %d submissions, want 1", other.Count())
+	}
+
+	b.clock.Advance(oncepush.RetentionDefault + time.Hour)
+	st, err = b.client.Cleanup(b.ctx)
+	if err != nil || st.Deliveries != 2 || st.Messages != 2 || st.Overdue != 0 {
+		t.Fatalf("cleanup past retention: %+v, %v; want both deliveries and messages gone", st, err)
+	}
+	if ds := b.deliveries("r1"); len(ds) != 0 {
+		t.Fatalf("retention left %d deliveries", len(ds))
+	}
+}
+
+func testCleanupLock[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	other := b.newClient(b.db.Driver(t, 0), nil)
+	st, err := b.client.Cleanup(b.ctx)
+	if err != nil || !st.Ran {
+		t.Fatalf("first cleanup: %+v, %v", st, err)
+	}
+	if st, err = other.Cleanup(b.ctx); err != nil || st.Ran {
+		t.Fatalf("a second process ran cleanup while the first held the lock: %+v, %v", st, err)
+	}
+	b.clock.Advance(oncepush.CleanupIntervalDefault + time.Second)
+	if st, err = other.Cleanup(b.ctx); err != nil || !st.Ran {
+		t.Fatalf("cleanup lock not free after its interval: %+v, %v", st, err)
+	}
+}
+
+func testDeleteRecipientMidRun[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("gone", oncepush.TransportFCM)
+	b.send([]string{"gone"}, msg("bye"), nil)
+	finish := abandon(t, b, b.client, b.fcm, oncepush.Accepted("late"))
+	if err := b.client.DeleteRecipient(b.ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	finish()
+	if ds := b.deliveries("gone"); len(ds) != 0 {
+		t.Fatalf("record resurrected a deleted recipient's deliveries: %+v", ds)
+	}
+	if !b.logs.has("deleted while it was being sent") {
+		t.Fatalf("the deletion was not logged plainly:\n%s", b.logs.all())
+	}
+	if b.logs.has("lease lost") {
+		t.Fatal("a deleted recipient was logged as a lost lease")
+	}
+}
+
+func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("r1", oncepush.TransportFCM)
+	release := holdThen(b.fcm, oncepush.Accepted("finished"))
+	if err := b.client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.send([]string{"r1"}, msg("in flight"), nil)
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if !b.fcm.WaitCount(ctx, 1) {
+		t.Fatal("not sent")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.client.Stop(ctx) }()
+	time.Sleep(50 * time.Millisecond) // Stop is now waiting for the send
+	release()
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusSent)
+}
+
+func testStopDeadline[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	dev := b.register("r1", oncepush.TransportFCM)[0]
+	release := holdThen(b.fcm, oncepush.Accepted("never"))
+	defer release()
+	if err := b.client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.send([]string{"r1"}, msg("stuck"), nil)
+	wctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if !b.fcm.WaitCount(wctx, 1) {
+		t.Fatal("not sent")
+	}
+	ctx, cancel2 := context.WithTimeout(b.ctx, 100*time.Millisecond)
+	defer cancel2()
+	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop past its deadline returned %v", err)
+	}
+	// The cancelled send was recorded (maybe-sent), not stranded as "sending".
+	d := b.only("r1")
+	a := attempt(t, d, dev.ID)
+	if a.State != oncepush.AttemptAmbiguous || a.Ambiguous != 1 || d.Status != oncepush.StatusPending || d.Attempts != 1 {
+		t.Fatalf("after a hard stop: delivery %s attempts %d, ledger %+v", d.Status, d.Attempts, a)
+	}
+}
+
+func testStopLeavesNoGoroutines[TTx any](t *testing.T, h Harness[TTx]) {
+	// Registered first, so it runs after every other cleanup (pools closed).
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	b := setup(t, h, func(c *oncepush.Config) { c.CleanupInterval = 50 * time.Millisecond })
+	b.register("r1", oncepush.TransportFCM, oncepush.TransportAPNs)
+	if err := b.client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.Start(b.ctx); !errors.Is(err, oncepush.ErrAlreadyStarted) {
+		t.Fatalf("second Start: %v", err)
+	}
+	b.send([]string{"r1"}, msg("hi"), nil)
+	waitFor(t, "both devices sent", 10*time.Second, func() bool { return b.fcm.Count() == 1 && b.apns.Count() == 1 })
+	time.Sleep(100 * time.Millisecond) // let cleanup run at least once
+	if err := b.client.Stop(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.Stop(b.ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
+	// A long poll interval: only a wake-up can deliver quickly.
+	b := setup(t, h, func(c *oncepush.Config) { c.PollInterval = time.Hour })
+	b.register("r1", oncepush.TransportFCM)
+	if err := b.client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.client.Stop(context.WithoutCancel(b.ctx))
+	time.Sleep(100 * time.Millisecond) // the first poll is behind us
+	// Another client (another process, in production) sends: the wake-up
+	// must cross between them through the database.
+	sender := b.newClient(b.db.Driver(t, 0), nil)
+	for i := range 3 {
+		if _, err := sender.Send(b.ctx, []string{"r1"}, msg(fmt.Sprintf("n%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the woken worker to send", 10*time.Second, func() bool { return b.fcm.Count() == i+1 })
+	}
+}
