@@ -31,8 +31,8 @@ const DatabaseName = "oncepush_test"
 const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 var (
-	once    sync.Once
-	baseURL string
+	once     sync.Once
+	baseURL  string
 	setupErr error
 )
 

@@ -1,0 +1,148 @@
+// Package httpsend makes the providers' HTTP calls and tells the two kinds of
+// failure apart that oncepush must never confuse:
+//
+//   - the request never left (dial refused, TLS failed, the connection closed
+//     before the request was completely written): the provider cannot have it,
+//     so retrying is safe — oncepush.OutcomeRetry;
+//   - no answer after the request was written (timeout, reset, a connection
+//     lost mid-answer): the provider may have it — oncepush.OutcomeMaybeSent,
+//     which the message's ambiguity policy resolves.
+//
+// Which one happened is observed, not guessed: an httptrace hook records that
+// the whole request was written.
+package httpsend
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncepush/oncepush"
+)
+
+// MaxBody is the most bytes of a provider's answer read; providers answer in
+// small JSON documents, and a 502 HTML page needs no more to be recognised.
+const MaxBody = 64 << 10
+
+// NewTransport returns an HTTP transport for one provider: HTTP/2 when the
+// server offers it (connections reused, requests multiplexed), HTTP/1.1
+// otherwise, with pings so a dead connection is noticed between sends.
+// tlsConfig may be nil (system roots); dial, when set, replaces the dialer
+// (Web Push checks addresses as it dials).
+func NewTransport(tlsConfig *tls.Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dial,
+		TLSClientConfig:       tlsConfig,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}
+	return t
+}
+
+// Response is a provider's answer, read whole (up to MaxBody).
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends req and reads the answer. On failure it returns the engine Result
+// that says whether the request may have reached the provider; on success the
+// Result is zero and the Response is set.
+func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, Failure(err, wrote.Load())
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		// The status line arrived, so the provider had the request; the rest of
+		// its answer was lost.
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent,
+			Text: fmt.Sprintf("answer %d cut off while reading: %v", resp.StatusCode, cause(err))}
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, oncepush.Result{}
+}
+
+// Failure classifies a transport error: written says whether the whole
+// request had been written when it happened.
+func Failure(err error, written bool) oncepush.Result {
+	if !written {
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
+	}
+	return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
+}
+
+// cause gives an error's text without the URL net/http wraps around it (the
+// URL can hold a device token).
+func cause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout: " + err.Error()
+	}
+	return err.Error()
+}
+
+// RetryAfter parses a Retry-After header (delay-seconds or HTTP-date) relative
+// to now; zero when absent or unparsable.
+func RetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(h); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// Snippet returns the start of a body for an error text: a provider's 502 may
+// be a whole HTML page.
+func Snippet(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
