@@ -1,0 +1,45 @@
+package oncepush_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+func TestConfigRefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	drv := postgres.New(nil) // NewClient does not touch the database
+	fcm := pushtest.NewProvider(oncepush.TransportFCM)
+	for name, cfg := range map[string]*oncepush.Config{
+		"negative batch":       {BatchSize: -1},
+		"huge batch":           {BatchSize: 20000},
+		"lease too short":      {RunBudget: 10 * time.Second, SendTimeout: 15 * time.Second, Lease: 20 * time.Second},
+		"backoff upside down":  {BackoffMin: time.Hour, BackoffMax: time.Minute},
+		"unknown policy":       {Ambiguity: "twice"},
+		"bad category policy":  {Categories: map[string]oncepush.Category{"news": {Ambiguity: "never"}}},
+		"two fcm providers":    {Providers: []oncepush.Provider{fcm, fcm}},
+		"nil provider":         {Providers: []oncepush.Provider{nil}},
+		"unknown transport":    {Providers: []oncepush.Provider{pushtest.NewProvider("hms")}},
+		"lifetime beyond ttl":  {MessageLifetime: 30 * 24 * time.Hour},
+		"negative poll":        {PollInterval: -time.Second},
+		"negative concurrency": {ConcurrentSends: -5},
+	} {
+		if _, err := oncepush.NewClient[pgx.Tx](drv, cfg); err == nil {
+			t.Errorf("%s: NewClient accepted it", name)
+		}
+	}
+	c, err := oncepush.NewClient[pgx.Tx](drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Config()
+	if got.BatchSize != oncepush.BatchSizeDefault || got.Lease != oncepush.RunBudgetDefault+2*oncepush.SendTimeoutDefault+time.Minute ||
+		got.Ambiguity != oncepush.AmbiguityResend || got.MaxAttempts != 6 || got.ConcurrentSends != 256 {
+		t.Fatalf("defaults not applied: %+v", got)
+	}
+}
