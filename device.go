@@ -222,7 +222,7 @@ func ParseWebPushSubscription(token string) (*WebPushSubscription, error) {
 }
 
 // Token encodes the subscription as a Web Push device token.
-func (s *WebPushSubscription) Token() Token {
+func (s WebPushSubscription) Token() Token {
 	var w webPushSubscription
 	w.Endpoint = s.Endpoint
 	w.Keys.P256dh = base64.RawURLEncoding.EncodeToString(s.P256dh)

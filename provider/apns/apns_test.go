@@ -1,0 +1,894 @@
+package apns_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/apns"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// bundle is what a test needs besides the provider.
+type bundle struct {
+	fake  *pushtest.FakeServer
+	clock *pushtest.Clock
+	logs  *logRecorder
+	cfg   apns.Config
+}
+
+// setup starts a fake server and a provider pointed at it; opts adjust the
+// configuration before New.
+func setup(t *testing.T, opts ...func(*apns.Config)) (*apns.Provider, *bundle) {
+	t.Helper()
+	fake := pushtest.NewFakeServer(t)
+	return setupWith(t, fake, opts...)
+}
+
+// setupWith makes a provider for an existing fake server (tests that share one).
+func setupWith(t *testing.T, fake *pushtest.FakeServer, opts ...func(*apns.Config)) (*apns.Provider, *bundle) {
+	t.Helper()
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	key, keyID, teamID := fake.APNsKey()
+	b.cfg = apns.Config{
+		Key:       key,
+		KeyID:     keyID,
+		TeamID:    teamID,
+		Topic:     "com.example.app",
+		Host:      fake.URL,
+		TLSConfig: fake.TLSConfig(),
+		Clock:     b.clock,
+		Logger:    slog.New(b.logs),
+	}
+	for _, o := range opts {
+		o(&b.cfg)
+	}
+	p, err := apns.New(b.cfg)
+	if err != nil {
+		t.Fatalf("apns.New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, b
+}
+
+// deviceToken returns the i-th test device token (64 hex characters).
+func deviceToken(i int) string {
+	sum := sha256.Sum256([]byte("device " + strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:])
+}
+
+// submission is a typical alert for device i.
+func submission(i int) *oncepush.Submission {
+	id := fmt.Sprintf("%032x", i+1000)
+	return &oncepush.Submission{
+		NotificationID: id,
+		CollapseID:     id,
+		SubmissionID:   oncepush.SubmissionID(int64(1000+i), int64(i)),
+		DeliveryID:     int64(1000 + i),
+		Device: oncepush.Device{
+			ID: int64(i), Recipient: "u_8831", Transport: oncepush.TransportAPNs,
+			Token: oncepush.Token(deviceToken(i)),
+		},
+		Type:      "order_shipped",
+		Title:     "Your order shipped",
+		Body:      "It arrives on Tuesday.",
+		Data:      map[string]string{"oncepush_id": id, "order": "42"},
+		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record as text.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+
+// errors counts the records at level Error.
+func (h *logRecorder) errors() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.records {
+		if r.Level >= slog.LevelError {
+			n++
+		}
+	}
+	return n
+}
+
+// text is every record, message and attributes, for checks on secrets.
+func (h *logRecorder) text() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var sb strings.Builder
+	for _, r := range h.records {
+		sb.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			fmt.Fprintf(&sb, " %s=%v", a.Key, a.Value.Resolve())
+			return true
+		})
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	good, keyID, teamID := fake.APNsKey()
+
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	p384DER, _ := x509.MarshalPKCS8PrivateKey(p384)
+	p256, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	sec1DER, _ := x509.MarshalECPrivateKey(p256)
+	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	edDER, _ := x509.MarshalPKCS8PrivateKey(edKey)
+
+	tests := []struct {
+		name  string
+		edit  func(*apns.Config)
+		field string // "" = accepted
+	}{
+		{"valid", func(*apns.Config) {}, ""},
+		{"sandbox", func(c *apns.Config) { c.Environment = apns.EnvironmentSandbox; c.Host = "" }, ""},
+		{"background", func(c *apns.Config) { c.PushType = apns.PushTypeBackground }, ""},
+		{"key empty", func(c *apns.Config) { c.Key = nil }, "Key"},
+		{"key not PEM", func(c *apns.Config) { c.Key = []byte("MIGTAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBHkwdwIBAQQg") }, "Key"},
+		{"key is SEC1, not PKCS #8", func(c *apns.Config) { c.Key = pemBlock("EC PRIVATE KEY", sec1DER) }, "Key"},
+		{"key block is not a key", func(c *apns.Config) { c.Key = pemBlock("PRIVATE KEY", []byte("not DER")) }, "Key"},
+		{"key not EC", func(c *apns.Config) { c.Key = pemBlock("PRIVATE KEY", edDER) }, "Key"},
+		{"key wrong curve", func(c *apns.Config) { c.Key = pemBlock("PRIVATE KEY", p384DER) }, "Key"},
+		{"KeyID missing", func(c *apns.Config) { c.KeyID = "" }, "KeyID"},
+		{"KeyID is a file name", func(c *apns.Config) { c.KeyID = "AuthKey_" + keyID + ".p8" }, "KeyID"},
+		{"TeamID missing", func(c *apns.Config) { c.TeamID = "" }, "TeamID"},
+		{"TeamID not alphanumeric", func(c *apns.Config) { c.TeamID = "ABCDE-1234" }, "TeamID"},
+		{"Topic missing", func(c *apns.Config) { c.Topic = "" }, "Topic"},
+		{"Environment unknown", func(c *apns.Config) { c.Environment = "development" }, "Environment"},
+		{"Host not https", func(c *apns.Config) { c.Host = "http://127.0.0.1:1" }, "Host"},
+		{"Host with a path", func(c *apns.Config) { c.Host = "https://127.0.0.1:1/3/device" }, "Host"},
+		{"PushType unknown", func(c *apns.Config) { c.PushType = "voip" }, "PushType"},
+		{"TokenRefresh too short", func(c *apns.Config) { c.TokenRefresh = 5 * time.Minute }, "TokenRefresh"},
+		{"TokenRefresh too long", func(c *apns.Config) { c.TokenRefresh = time.Hour }, "TokenRefresh"},
+		{"SafeguardMinAnswers above window", func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 11 }, "SafeguardMinAnswers"},
+		{"SafeguardWindow negative", func(c *apns.Config) { c.SafeguardWindow = -1 }, "SafeguardWindow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := apns.Config{Key: good, KeyID: keyID, TeamID: teamID, Topic: "com.example.app", Host: fake.URL}
+			tt.edit(&cfg)
+			p, err := apns.New(cfg)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("New: %v, want success", err)
+				}
+				p.Close()
+				return
+			}
+			var ce *apns.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("New = %v, want a *ConfigError naming %s", err, tt.field)
+			}
+			if ce.Field != tt.field {
+				t.Fatalf("ConfigError.Field = %q (%v), want %q", ce.Field, err, tt.field)
+			}
+		})
+	}
+}
+
+func TestReadKeyFile(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	p8, keyID, teamID := fake.APNsKey()
+	path := filepath.Join(t.TempDir(), "AuthKey_"+keyID+".p8")
+	if err := os.WriteFile(path, p8, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := apns.ReadKeyFile(path)
+	if err != nil {
+		t.Fatalf("ReadKeyFile: %v", err)
+	}
+	p, err := apns.New(apns.Config{Key: key, KeyID: keyID, TeamID: teamID, Topic: "com.example.app", Host: fake.URL, TLSConfig: fake.TLSConfig()})
+	if err != nil {
+		t.Fatalf("New with the key read from a file: %v", err)
+	}
+	defer p.Close()
+	if res := p.Send(t.Context(), submission(1)); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("send with the key read from a file: %v %q", res.Outcome, res.Text)
+	}
+	if _, err := apns.ReadKeyFile(filepath.Join(t.TempDir(), "missing.p8")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadKeyFile(missing) = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestConfigLogsNoKey(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	key, keyID, teamID := fake.APNsKey()
+	var sb strings.Builder
+	slog.New(slog.NewTextHandler(&sb, nil)).Info("config", slog.Any("apns", apns.Config{Key: key, KeyID: keyID, TeamID: teamID}))
+	if strings.Contains(sb.String(), "PRIVATE KEY") || !strings.Contains(sb.String(), keyID) {
+		t.Fatalf("logged config: %s; want the key redacted and the key id shown", sb.String())
+	}
+}
+
+func TestSendAccepted(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	s := submission(1)
+	data := maps.Clone(s.Data)
+
+	res := p.Send(t.Context(), s)
+	if res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
+	}
+	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
+	if len(reqs) != 1 {
+		t.Fatalf("fake recorded %d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.Token != deviceToken(1) || r.APNsID != s.SubmissionID || r.CollapseID != s.CollapseID || r.NotificationID != s.NotificationID {
+		t.Fatalf("recorded token %q apns-id %q collapse %q notification %q; want %q %q %q %q",
+			r.Token, r.APNsID, r.CollapseID, r.NotificationID, deviceToken(1), s.SubmissionID, s.CollapseID, s.NotificationID)
+	}
+	if res.ProviderID != s.SubmissionID {
+		t.Fatalf("ProviderID = %q, want the apns-id %q", res.ProviderID, s.SubmissionID)
+	}
+	if !maps.Equal(s.Data, data) {
+		t.Fatalf("Send changed the submission's data: %v, was %v", s.Data, data)
+	}
+}
+
+func TestProviderIDIsTheAnsweredAPNsID(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	s := submission(1)
+	s.SubmissionID = "" // APNs makes one up and answers it
+	res := p.Send(t.Context(), s)
+	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
+	if res.Outcome != oncepush.OutcomeAccepted || len(reqs) != 1 {
+		t.Fatalf("Send: %v %q with %d requests, want accepted once", res.Outcome, res.Text, len(reqs))
+	}
+	if reqs[0].Header.Get("apns-id") != "" {
+		t.Fatalf("sent apns-id %q for an empty SubmissionID", reqs[0].Header.Get("apns-id"))
+	}
+	if res.ProviderID == "" || res.ProviderID != reqs[0].APNsID {
+		t.Fatalf("ProviderID = %q, want the apns-id APNs answered (%q)", res.ProviderID, reqs[0].APNsID)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	tests := []struct {
+		pushType, priority string
+	}{
+		{apns.PushTypeAlert, "10"},
+		{apns.PushTypeBackground, "5"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.pushType, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setupWith(t, fake, func(c *apns.Config) { c.PushType = tt.pushType; c.Topic = "com.example." + tt.pushType })
+			s := submission(i)
+			s.SubmissionID = strings.ToUpper(s.SubmissionID) // sent in lowercase regardless
+			if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+				t.Fatalf("Send: %v %q", res.Outcome, res.Text)
+			}
+			var h http.Header
+			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+				if r.Token == deviceToken(i) {
+					h = r.Header
+				}
+			}
+			if h == nil {
+				t.Fatal("the fake recorded no request for the device")
+			}
+			want := map[string]string{
+				"apns-topic":       "com.example." + tt.pushType,
+				"apns-push-type":   tt.pushType,
+				"apns-priority":    tt.priority,
+				"apns-expiration":  strconv.FormatInt(s.ExpiresAt.Unix(), 10),
+				"apns-collapse-id": s.CollapseID,
+				"apns-id":          strings.ToLower(s.SubmissionID),
+			}
+			for k, v := range want {
+				if got := h.Values(k); len(got) != 1 || got[0] != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+			if h.Get("Authorization") != "" {
+				t.Error("the fake recorded the authorization header")
+			}
+		})
+	}
+}
+
+func TestOptionalHeadersOmitted(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	s := submission(1)
+	s.CollapseID, s.ExpiresAt = "", time.Time{}
+	if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("Send: %v %q", res.Outcome, res.Text)
+	}
+	h := b.fake.RequestsFor(oncepush.TransportAPNs)[0].Header
+	for _, k := range []string{"apns-collapse-id", "apns-expiration"} {
+		if v, ok := h[http.CanonicalHeaderKey(k)]; ok {
+			t.Errorf("%s = %q sent for an empty value", k, v)
+		}
+	}
+}
+
+func TestPayload(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	type aps struct {
+		Alert            map[string]string `json:"alert"`
+		Sound            string            `json:"sound"`
+		MutableContent   int               `json:"mutable-content"`
+		ContentAvailable int               `json:"content-available"`
+	}
+	tests := []struct {
+		name     string
+		pushType string
+		edit     func(*oncepush.Submission)
+		wantAPS  aps
+		wantTop  map[string]string // top-level keys besides aps
+	}{
+		{
+			name:    "alert",
+			edit:    func(*oncepush.Submission) {},
+			wantAPS: aps{Alert: map[string]string{"title": "Your order shipped", "body": "It arrives on Tuesday."}, Sound: "default"},
+			wantTop: map[string]string{"oncepush_id": "", "order": "42"},
+		},
+		{
+			name: "link and image",
+			edit: func(s *oncepush.Submission) {
+				s.Link = "/orders/42"
+				s.Image = "https://cdn.example.com/parcel.png"
+				s.Title = "Tom & Jerry <3"
+			},
+			wantAPS: aps{Alert: map[string]string{"title": "Tom & Jerry <3", "body": "It arrives on Tuesday."}, Sound: "default", MutableContent: 1},
+			wantTop: map[string]string{"oncepush_id": "", "order": "42", "oncepush_link": "/orders/42", "oncepush_image": "https://cdn.example.com/parcel.png"},
+		},
+		{
+			name:    "body only",
+			edit:    func(s *oncepush.Submission) { s.Title = "" },
+			wantAPS: aps{Alert: map[string]string{"body": "It arrives on Tuesday."}, Sound: "default"},
+			wantTop: map[string]string{"oncepush_id": "", "order": "42"},
+		},
+		{
+			name:     "background",
+			pushType: apns.PushTypeBackground,
+			edit:     func(*oncepush.Submission) {},
+			wantAPS:  aps{ContentAvailable: 1},
+			wantTop:  map[string]string{"oncepush_id": "", "order": "42", "oncepush_title": "Your order shipped", "oncepush_body": "It arrives on Tuesday."},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setupWith(t, fake, func(c *apns.Config) { c.PushType = tt.pushType })
+			s := submission(i)
+			tt.edit(s)
+			if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+				t.Fatalf("Send: %v %q", res.Outcome, res.Text)
+			}
+			var raw []byte
+			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+				if r.Token == deviceToken(i) {
+					raw = r.Payload
+				}
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				t.Fatalf("payload %s: %v", raw, err)
+			}
+			var got aps
+			if err := json.Unmarshal(doc["aps"], &got); err != nil {
+				t.Fatalf("aps %s: %v", doc["aps"], err)
+			}
+			if !maps.Equal(got.Alert, tt.wantAPS.Alert) || got.Sound != tt.wantAPS.Sound ||
+				got.MutableContent != tt.wantAPS.MutableContent || got.ContentAvailable != tt.wantAPS.ContentAvailable {
+				t.Errorf("aps = %s, want %+v", doc["aps"], tt.wantAPS)
+			}
+			if tt.pushType == apns.PushTypeBackground && doc["aps"] != nil && strings.Contains(string(doc["aps"]), "alert") {
+				t.Errorf("background aps carries an alert: %s", doc["aps"])
+			}
+			delete(doc, "aps")
+			want := maps.Clone(tt.wantTop)
+			want["oncepush_id"] = s.NotificationID
+			gotTop := map[string]string{}
+			for k, v := range doc {
+				var str string
+				if err := json.Unmarshal(v, &str); err != nil {
+					t.Fatalf("top-level %s = %s, want a string", k, v)
+				}
+				gotTop[k] = str
+			}
+			if !maps.Equal(gotTop, want) {
+				t.Errorf("top-level keys = %v, want %v", gotTop, want)
+			}
+			if strings.Contains(string(raw), `\u003c`) {
+				t.Errorf("payload escapes HTML, wasting bytes: %s", raw)
+			}
+		})
+	}
+}
+
+func TestRejectedWithoutRequest(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	tests := []struct {
+		name string
+		edit func(*oncepush.Submission)
+		want oncepush.Outcome
+	}{
+		{"payload over 4096 bytes", func(s *oncepush.Submission) {
+			s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": strings.Repeat("x", 4000)}
+		}, oncepush.OutcomeRejected},
+		{"collapse id over 64 bytes", func(s *oncepush.Submission) { s.CollapseID = strings.Repeat("c", 65) }, oncepush.OutcomeRejected},
+		{"data key aps", func(s *oncepush.Submission) {
+			s.Data = map[string]string{"oncepush_id": s.NotificationID, "aps": "{}"}
+		}, oncepush.OutcomeRejected},
+		{"token not hexadecimal", func(s *oncepush.Submission) { s.Device.Token = "not-a-token/../../x" }, oncepush.OutcomeInvalidToken},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setupWith(t, fake)
+			s := submission(i)
+			tt.edit(s)
+			res := p.Send(t.Context(), s)
+			if res.Outcome != tt.want || res.Text == "" {
+				t.Fatalf("Send: %v %q, want %v with a text", res.Outcome, res.Text, tt.want)
+			}
+			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+				if r.Token == deviceToken(i) {
+					t.Fatalf("a request reached the fake for %s", tt.name)
+				}
+			}
+		})
+	}
+	// Just within the limits is sent.
+	p, _ := setupWith(t, fake)
+	s := submission(100)
+	s.CollapseID = strings.Repeat("c", 64)
+	if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("64-byte collapse id: %v %q, want accepted", res.Outcome, res.Text)
+	}
+}
+
+func TestPayloadAtTheLimitIsSent(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	s := submission(1)
+	s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": ""}
+	// Grow the blob until the payload is exactly 4096 bytes, then one more.
+	probe := func(n int) oncepush.Result {
+		s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": strings.Repeat("x", n)}
+		return p.Send(t.Context(), s)
+	}
+	if res := probe(0); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("small payload: %v %q", res.Outcome, res.Text)
+	}
+	base := len(b.fake.RequestsFor(oncepush.TransportAPNs)[0].Payload)
+	if res := probe(apns.MaxPayloadBytes - base); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("4096-byte payload: %v %q, want accepted", res.Outcome, res.Text)
+	}
+	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
+	if n := len(reqs[len(reqs)-1].Payload); n != apns.MaxPayloadBytes {
+		t.Fatalf("payload was %d bytes, the test meant %d", n, apns.MaxPayloadBytes)
+	}
+	if res := probe(apns.MaxPayloadBytes - base + 1); res.Outcome != oncepush.OutcomeRejected {
+		t.Fatalf("4097-byte payload: %v %q, want rejected", res.Outcome, res.Text)
+	}
+	if n := b.fake.Count(); n != 2 {
+		t.Fatalf("fake recorded %d requests, want 2 (the oversized one never sent)", n)
+	}
+}
+
+func TestErrorAnswers(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	since := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	unregistered := pushtest.FakeAnswer{Status: 410, Body: fmt.Sprintf(`{"reason":"Unregistered","timestamp":%d}`, since.UnixMilli())}
+	withRetryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
+		a.Header = http.Header{"Retry-After": {v}}
+		return a
+	}
+	helper410 := pushtest.APNsError(410, "ExpiredToken")
+	var ts struct{ Timestamp int64 }
+	if err := json.Unmarshal([]byte(helper410.Body), &ts); err != nil || ts.Timestamp == 0 {
+		t.Fatalf("APNsError(410) body %s carries no timestamp", helper410.Body)
+	}
+	helper410Since := time.UnixMilli(ts.Timestamp).UTC().Format(time.RFC3339)
+
+	type row struct {
+		answer     pushtest.FakeAnswer
+		outcome    oncepush.Outcome
+		text       string
+		retryAfter time.Duration
+		throttle   bool
+		alert      bool // an error is logged
+	}
+	rows := []row{
+		{unregistered, oncepush.OutcomeInvalidToken, "410 Unregistered (since 2026-01-05T09:00:00Z)", 0, false, false},
+		{helper410, oncepush.OutcomeInvalidToken, "410 ExpiredToken (since " + helper410Since + ")", 0, false, false},
+		{pushtest.APNsError(400, "BadDeviceToken"), oncepush.OutcomeInvalidToken, "400 BadDeviceToken", 0, false, false},
+		{pushtest.APNsError(400, "DeviceTokenNotForTopic"), oncepush.OutcomeInvalidToken, "400 DeviceTokenNotForTopic", 0, false, false},
+		{pushtest.APNsError(413, "PayloadTooLarge"), oncepush.OutcomeRejected, "413 PayloadTooLarge", 0, false, false},
+		{withRetryAfter(pushtest.APNsError(429, "TooManyRequests"), "30"), oncepush.OutcomeRetry, "429 TooManyRequests", 30 * time.Second, false, false},
+		{pushtest.APNsError(429, "TooManyRequests"), oncepush.OutcomeRetry, "429 TooManyRequests", 0, false, false},
+		{withRetryAfter(pushtest.APNsError(429, "TooManyProviderTokenUpdates"), "60"), oncepush.OutcomeRetry, "429 TooManyProviderTokenUpdates", time.Minute, true, false},
+		{pushtest.APNsError(500, "InternalServerError"), oncepush.OutcomeRetry, "500 InternalServerError", 0, false, false},
+		{withRetryAfter(pushtest.APNsError(503, "ServiceUnavailable"), "120"), oncepush.OutcomeRetry, "503 ServiceUnavailable", 2 * time.Minute, false, false},
+		{pushtest.APNsError(503, "Shutdown"), oncepush.OutcomeRetry, "503 Shutdown", 0, false, false},
+		{pushtest.APNsError(400, "IdleTimeout"), oncepush.OutcomeRetry, "400 IdleTimeout", 0, false, false},
+		{pushtest.APNsError(405, "MethodNotAllowed"), oncepush.OutcomeRejected, "405 MethodNotAllowed", 0, false, false},
+		{pushtest.APNsError(404, "BadPath"), oncepush.OutcomeRejected, "404 BadPath", 0, false, false},
+		{pushtest.APNsError(502, "SomethingNew"), oncepush.OutcomeRetry, "502 SomethingNew", 0, false, false},
+		{pushtest.FakeAnswer{Status: 502, Body: "<html><body>Bad gateway</body></html>"}, oncepush.OutcomeRetry, "502 Bad Gateway: <html><body>Bad gateway</body></html>", 0, false, false},
+		{pushtest.FakeAnswer{Status: 504}, oncepush.OutcomeRetry, "504 Gateway Timeout", 0, false, false},
+	}
+	for _, reason := range []string{"BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
+		"DuplicateHeaders", "InvalidPushType", "MissingTopic", "PayloadEmpty", "TopicDisallowed", "BadCertificateOrWhatever"} {
+		rows = append(rows, row{pushtest.APNsError(400, reason), oncepush.OutcomeRejected, "400 " + reason, 0, false, false})
+	}
+	for _, reason := range []string{"InvalidProviderToken", "MissingProviderToken", "BadCertificate", "BadCertificateEnvironment", "Forbidden"} {
+		rows = append(rows, row{pushtest.APNsError(403, reason), oncepush.OutcomeRejected, "403 " + reason, 0, false, true})
+	}
+
+	for i, tt := range rows {
+		t.Run(tt.text, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupWith(t, fake)
+			s := submission(i)
+			fake.Program(oncepush.TransportAPNs, deviceToken(i), tt.answer)
+			res := p.Send(t.Context(), s)
+			if res.Outcome != tt.outcome || res.Text != tt.text {
+				t.Errorf("Send = %v %q, want %v %q", res.Outcome, res.Text, tt.outcome, tt.text)
+			}
+			if res.RetryAfter != tt.retryAfter || res.Throttle != tt.throttle {
+				t.Errorf("RetryAfter %s Throttle %v, want %s %v", res.RetryAfter, res.Throttle, tt.retryAfter, tt.throttle)
+			}
+			if res.Outcome == oncepush.OutcomeAccepted || res.ProviderID != "" {
+				t.Errorf("ProviderID %q on an error answer", res.ProviderID)
+			}
+			if got := b.logs.errors(); (got > 0) != tt.alert {
+				t.Errorf("%d errors logged, want alert=%v", got, tt.alert)
+			}
+			if strings.Contains(b.logs.text(), deviceToken(i)) {
+				t.Errorf("the device token appears in the log: %s", b.logs.text())
+			}
+		})
+	}
+}
+
+func TestCredentialAlertIsRateLimited(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	b.fake.Program(oncepush.TransportAPNs, "", pushtest.APNsError(403, "InvalidProviderToken"))
+	for i := range 10 {
+		if res := p.Send(t.Context(), submission(i)); res.Outcome != oncepush.OutcomeRejected {
+			t.Fatalf("send %d: %v %q, want rejected", i, res.Outcome, res.Text)
+		}
+	}
+	if n := b.logs.errors(); n != 1 {
+		t.Fatalf("%d errors logged for 10 refusals within a minute, want 1", n)
+	}
+	b.clock.Advance(2 * time.Minute)
+	p.Send(t.Context(), submission(11))
+	if n := b.logs.errors(); n != 2 {
+		t.Fatalf("%d errors logged after a minute passed, want 2", n)
+	}
+}
+
+func TestJWTReusedAcrossSends(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	var wg sync.WaitGroup
+	results := make([]oncepush.Result, 50)
+	for i := range results {
+		wg.Go(func() { results[i] = p.Send(t.Context(), submission(i)) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("send %d: %v %q", i, res.Outcome, res.Text)
+		}
+	}
+	if n := b.fake.Count(); n != 50 {
+		t.Fatalf("fake recorded %d requests, want 50", n)
+	}
+	if n := b.fake.APNsTokensSeen(); n != 1 {
+		t.Fatalf("fake saw %d provider tokens for 50 sends, want 1", n)
+	}
+}
+
+func TestJWTRenewedAfterRefreshAge(t *testing.T) {
+	t.Parallel()
+	// The fake checks iat against the wall clock: start the test clock 45
+	// minutes back so both tokens are within APNs's hour.
+	start := time.Now().Add(-45 * time.Minute)
+	p, b := setup(t, func(c *apns.Config) { c.Clock = pushtest.NewClock(start) })
+	clock := b.cfg.Clock.(*pushtest.Clock)
+	send := func(n int) {
+		t.Helper()
+		for i := range n {
+			if res := p.Send(t.Context(), submission(i)); res.Outcome != oncepush.OutcomeAccepted {
+				t.Fatalf("send: %v %q", res.Outcome, res.Text)
+			}
+		}
+	}
+	steps := []struct {
+		advance time.Duration
+		want    int
+	}{
+		{0, 1},
+		{19 * time.Minute, 1},
+		{20 * time.Minute, 1}, // 39 minutes old: still under the refresh age
+		{2 * time.Minute, 2},  // 41 minutes: replaced
+		{10 * time.Minute, 2},
+	}
+	for _, st := range steps {
+		clock.Advance(st.advance)
+		send(5)
+		if n := b.fake.APNsTokensSeen(); n != st.want {
+			t.Fatalf("after %s: the fake saw %d provider tokens, want %d", clock.Now().Sub(start), n, st.want)
+		}
+	}
+}
+
+func TestExpiredProviderTokenRenewsAndSends(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	s := submission(1)
+	b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.APNsError(403, "ExpiredProviderToken"), pushtest.FakeAnswer{})
+	res := p.Send(t.Context(), s)
+	if res.Outcome != oncepush.OutcomeAccepted || res.ProviderID != s.SubmissionID {
+		t.Fatalf("Send: %v %q %q, want accepted after one renewal", res.Outcome, res.Text, res.ProviderID)
+	}
+	if n := b.fake.APNsTokensSeen(); n != 2 {
+		t.Fatalf("fake saw %d provider tokens, want 2 (the refused one and its replacement)", n)
+	}
+	if n := b.fake.Count(); n != 2 {
+		t.Fatalf("fake recorded %d requests, want 2", n)
+	}
+	// The replacement is kept: later sends do not renew again.
+	for i := range 5 {
+		p.Send(t.Context(), submission(10+i))
+	}
+	if n := b.fake.APNsTokensSeen(); n != 2 {
+		t.Fatalf("fake saw %d provider tokens after more sends, want still 2", n)
+	}
+}
+
+func TestExpiredProviderTokenTwiceIsRetry(t *testing.T) {
+	t.Parallel()
+	// A clock two hours behind: every token it makes is expired for APNs.
+	p, b := setup(t, func(c *apns.Config) { c.Clock = pushtest.NewClock(time.Now().Add(-2 * time.Hour)) })
+	var wg sync.WaitGroup
+	results := make([]oncepush.Result, 10)
+	for i := range results {
+		wg.Go(func() { results[i] = p.Send(t.Context(), submission(i)) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
+			t.Fatalf("send %d: %v %q, want retry \"403 ExpiredProviderToken\"", i, res.Outcome, res.Text)
+		}
+	}
+	// Ten refused sends share one renewal.
+	if n := b.fake.APNsTokensSeen(); n != 2 {
+		t.Fatalf("fake saw %d provider tokens, want 2", n)
+	}
+}
+
+func TestBadDeviceTokenSafeguard(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t) // defaults: the last 100 answers, at least 20 of them
+	bad := pushtest.APNsError(400, "BadDeviceToken")
+	b.fake.Program(oncepush.TransportAPNs, "", bad)
+	const guarded = "400 BadDeviceToken (not deleting: most tokens fail this way; check sandbox/production)"
+	for i := range 30 {
+		res := p.Send(t.Context(), submission(i))
+		if i < apns.SafeguardMinAnswersDefault-1 {
+			if res.Outcome != oncepush.OutcomeInvalidToken || res.Text != "400 BadDeviceToken" {
+				t.Fatalf("answer %d: %v %q, want invalid token before the window fills", i+1, res.Outcome, res.Text)
+			}
+			continue
+		}
+		if res.Outcome != oncepush.OutcomeRejected || res.Text != guarded {
+			t.Fatalf("answer %d: %v %q, want rejected %q", i+1, res.Outcome, res.Text, guarded)
+		}
+	}
+	if n := b.logs.errors(); n != 1 {
+		t.Fatalf("%d errors logged, want 1 (one per window)", n)
+	}
+	if strings.Contains(b.logs.text(), deviceToken(25)) {
+		t.Fatal("the alert logged a device token")
+	}
+	// Configuration fixed: good answers outweigh the bad ones again, and a
+	// dead token is deleted as before.
+	b.fake.Program(oncepush.TransportAPNs, "")
+	for i := range 40 {
+		if res := p.Send(t.Context(), submission(100+i)); res.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("good send: %v %q", res.Outcome, res.Text)
+		}
+	}
+	b.fake.Program(oncepush.TransportAPNs, deviceToken(200), bad)
+	if res := p.Send(t.Context(), submission(200)); res.Outcome != oncepush.OutcomeInvalidToken {
+		t.Fatalf("after recovery: %v %q, want invalid token", res.Outcome, res.Text)
+	}
+}
+
+func TestBadDeviceTokenMinorityStillDeletes(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
+	bad := pushtest.APNsError(400, "BadDeviceToken")
+	// Alternate good and bad: never more than half bad.
+	for i := range 40 {
+		if i%2 == 1 {
+			b.fake.Program(oncepush.TransportAPNs, deviceToken(i), bad)
+		}
+		res := p.Send(t.Context(), submission(i))
+		want := oncepush.OutcomeAccepted
+		if i%2 == 1 {
+			want = oncepush.OutcomeInvalidToken
+		}
+		if res.Outcome != want {
+			t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
+		}
+	}
+	if n := b.logs.errors(); n != 0 {
+		t.Fatalf("%d errors logged, want none", n)
+	}
+}
+
+func TestBadDeviceTokenSafeguardThreshold(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
+	b.fake.Program(oncepush.TransportAPNs, "", pushtest.APNsError(400, "BadDeviceToken"))
+	for i := range 25 {
+		res := p.Send(t.Context(), submission(i))
+		want := oncepush.OutcomeRejected
+		if i < 3 {
+			want = oncepush.OutcomeInvalidToken
+		}
+		if res.Outcome != want {
+			t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
+		}
+	}
+	// Tripped at answer 4, then once per 10 answers: 14, 24.
+	if n := b.logs.errors(); n != 3 {
+		t.Fatalf("%d errors logged over 25 answers with a window of 10, want 3", n)
+	}
+}
+
+func TestHTTP2OneConnection(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t)
+	var (
+		mu     sync.Mutex
+		conns  = map[net.Conn]bool{}
+		protos []string
+	)
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			conns[info.Conn] = true
+		},
+		TLSHandshakeDone: func(st tls.ConnectionState, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			protos = append(protos, st.NegotiatedProtocol)
+		},
+	})
+	if res := p.Send(ctx, submission(0)); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			if res := p.Send(ctx, submission(i+1)); res.Outcome != oncepush.OutcomeAccepted {
+				t.Errorf("send: %v %q", res.Outcome, res.Text)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(protos) != 1 || protos[0] != "h2" {
+		t.Fatalf("TLS handshakes negotiated %q, want one \"h2\"", protos)
+	}
+	if len(conns) != 1 {
+		t.Fatalf("51 sends used %d connections, want 1 (multiplexed)", len(conns))
+	}
+}
+
+func TestTransportFailures(t *testing.T) {
+	t.Parallel()
+	t.Run("dropped after the request was read", func(t *testing.T) {
+		t.Parallel()
+		p, b := setup(t)
+		b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Drop: true})
+		res := p.Send(t.Context(), submission(1))
+		if res.Outcome != oncepush.OutcomeMaybeSent {
+			t.Fatalf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
+		}
+		if b.fake.Count() != 1 {
+			t.Fatalf("fake recorded %d requests, want 1", b.fake.Count())
+		}
+		if strings.Contains(res.Text, deviceToken(1)) {
+			t.Fatalf("the text holds the device token: %q", res.Text)
+		}
+	})
+	t.Run("no answer before the timeout", func(t *testing.T) {
+		t.Parallel()
+		p, b := setup(t)
+		b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Latency: 5 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if res := p.Send(ctx, submission(1)); res.Outcome != oncepush.OutcomeMaybeSent {
+			t.Fatalf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
+		}
+	})
+	t.Run("connection refused", func(t *testing.T) {
+		t.Parallel()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		p, _ := setup(t, func(c *apns.Config) { c.Host = "https://" + addr })
+		res := p.Send(t.Context(), submission(1))
+		if res.Outcome != oncepush.OutcomeRetry {
+			t.Fatalf("Send: %v %q, want retry (never sent)", res.Outcome, res.Text)
+		}
+		if strings.Contains(res.Text, deviceToken(1)) {
+			t.Fatalf("the text holds the device token: %q", res.Text)
+		}
+	})
+}

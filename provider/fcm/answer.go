@@ -1,0 +1,144 @@
+package fcm
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/httpsend"
+)
+
+// The detail types of an FCM error answer that classification reads.
+const (
+	fcmErrorType   = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+	badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+)
+
+// apiError is FCM's error answer:
+//
+//	{"error": {"code": 404, "message": "…", "status": "NOT_FOUND",
+//	  "details": [{"@type": "…FcmError", "errorCode": "UNREGISTERED"}]}}
+type apiError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+		Details []struct {
+			Type            string           `json:"@type"`
+			ErrorCode       string           `json:"errorCode"`
+			FieldViolations []fieldViolation `json:"fieldViolations"`
+		} `json:"details"`
+	} `json:"error"`
+}
+
+type fieldViolation struct {
+	Field string `json:"field"`
+}
+
+// answer is an FCM answer that was not a success, read once.
+type answer struct {
+	status    int
+	errorCode string // the FcmError detail's errorCode; "" when there is none
+	name      string // errorCode, else the Google status, else the HTTP status text
+	message   string
+	aboutTok  bool // a BadRequest detail names message.token
+}
+
+func readAnswer(resp *httpsend.Response) answer {
+	a := answer{status: resp.Status}
+	var e apiError
+	if json.Unmarshal(resp.Body, &e) == nil && (e.Error.Status != "" || e.Error.Message != "") {
+		a.message = e.Error.Message
+		a.name = e.Error.Status
+		for _, d := range e.Error.Details {
+			switch d.Type {
+			case fcmErrorType:
+				if a.errorCode == "" {
+					a.errorCode = d.ErrorCode
+				}
+			case badRequestType:
+				a.aboutTok = a.aboutTok || slices.ContainsFunc(d.FieldViolations, func(v fieldViolation) bool {
+					return v.Field == "message.token"
+				})
+			}
+		}
+		if a.errorCode != "" {
+			a.name = a.errorCode
+		}
+	} else {
+		a.message = httpsend.Snippet(resp.Body)
+	}
+	if a.name == "" {
+		a.name = http.StatusText(resp.Status)
+	}
+	return a
+}
+
+// text is the answer in FCM's words: "404 UNREGISTERED: Requested entity was
+// not found."
+func (a answer) text() string {
+	t := fmt.Sprintf("%d %s", a.status, a.name)
+	if a.message != "" {
+		t += ": " + a.message
+	}
+	return t
+}
+
+// classify maps a non-success answer to an outcome: on the FcmError
+// errorCode when FCM gave one, on the HTTP status otherwise. A token is
+// declared dead only on FCM's explicit word for it.
+func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a answer) oncepush.Result {
+	res := oncepush.Result{Text: a.text()}
+	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())
+	switch a.errorCode {
+	case "UNREGISTERED", "SENDER_ID_MISMATCH":
+		res.Outcome = oncepush.OutcomeInvalidToken
+		return res
+	case "INVALID_ARGUMENT":
+		// Only a malformed token makes the token invalid; a malformed message
+		// must never delete a live registration.
+		res.Outcome = oncepush.OutcomeRejected
+		if a.aboutTok {
+			res.Outcome = oncepush.OutcomeInvalidToken
+		}
+		return res
+	case "QUOTA_EXCEEDED":
+		return quotaExceeded(res, retryAfter)
+	case "UNAVAILABLE", "INTERNAL":
+		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		return res
+	case "THIRD_PARTY_AUTH_ERROR":
+		p.log.Error("fcm: the APNs certificate/key or web push credentials configured in Firebase were refused; fix them in the Firebase console",
+			slog.Int64("delivery_id", s.DeliveryID), slog.Int64("device_id", s.Device.ID), slog.String("answer", res.Text))
+		res.Outcome = oncepush.OutcomeRejected
+		return res
+	}
+	switch {
+	case a.status == http.StatusBadRequest && a.aboutTok:
+		res.Outcome = oncepush.OutcomeInvalidToken
+	case a.status == http.StatusTooManyRequests:
+		return quotaExceeded(res, retryAfter)
+	case a.status >= 500:
+		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
+		p.log.Error("fcm: our credentials were refused; check the service account and that it may send for the project",
+			slog.String("project_id", p.projectID), slog.Int64("delivery_id", s.DeliveryID), slog.String("answer", res.Text))
+		res.Outcome = oncepush.OutcomeRejected
+	default:
+		res.Outcome = oncepush.OutcomeRejected
+	}
+	return res
+}
+
+// quotaExceeded pauses the whole transport: the quota is the project's, so
+// every send would meet it. Google asks for at least a minute.
+func quotaExceeded(res oncepush.Result, retryAfter time.Duration) oncepush.Result {
+	res.Outcome = oncepush.OutcomeRetry
+	res.RetryAfter = max(retryAfter, QuotaRetryMin)
+	res.Throttle = true
+	return res
+}

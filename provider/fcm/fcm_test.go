@@ -1,0 +1,769 @@
+package fcm_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/fcm"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+const project = "oncepush-test"
+
+// bundle is what a test needs besides the provider.
+type bundle struct {
+	fake  *pushtest.FakeServer
+	clock *pushtest.Clock
+	logs  *logRecorder
+}
+
+// setup starts a fake server and a provider wired to it. edit may change the
+// configuration before New.
+func setup(t *testing.T, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
+	t.Helper()
+	return setupOn(t, pushtest.NewFakeServer(t), edit)
+}
+
+// setupOn makes a provider for an existing fake server (tests that share one
+// server use different device tokens).
+func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
+	t.Helper()
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	cfg := fcm.Config{
+		ServiceAccountJSON: fake.FCMServiceAccount(project),
+		BaseURL:            fake.URL + "/fcm",
+		TLSConfig:          fake.TLSConfig(),
+		Clock:              b.clock,
+		Logger:             slog.New(b.logs),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	p, err := fcm.New(cfg)
+	if err != nil {
+		t.Fatalf("fcm.New: %v", err)
+	}
+	return p, b
+}
+
+// submission is a typical notification for the device token.
+func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
+	return &oncepush.Submission{
+		NotificationID: "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f",
+		CollapseID:     "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f",
+		SubmissionID:   "8d3c1a52-6f0e-5b7d-9a4c-2e1f0b3d5c7a",
+		DeliveryID:     7,
+		Device: oncepush.Device{ID: 17, Recipient: "u_8831", Transport: oncepush.TransportFCM,
+			Token: oncepush.Token(token)},
+		Type:      "order_shipped",
+		Title:     "Your order shipped",
+		Body:      "It arrives on Tuesday.",
+		Data:      map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042"},
+		Link:      "/orders/A-1042",
+		Image:     "https://img.example.com/parcel.png",
+		ExpiresAt: clock.Now().Add(time.Hour),
+	}
+}
+
+// logRecorder is a slog.Handler that keeps the records, for tests that check
+// an alert was logged or a secret was not.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []string
+	errs int
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var sb strings.Builder
+	sb.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		sb.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, sb.String())
+	if r.Level >= slog.LevelError {
+		l.errs++
+	}
+	return nil
+}
+
+func (l *logRecorder) errors() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errs
+}
+
+func (l *logRecorder) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.recs, "\n")
+}
+
+// wire is the request body as FCM reads it.
+type wire struct {
+	Message struct {
+		Token        string            `json:"token"`
+		Data         map[string]string `json:"data"`
+		Notification *struct {
+			Title string `json:"title"`
+			Body  string `json:"body"`
+			Image string `json:"image"`
+		} `json:"notification"`
+		Android struct {
+			CollapseKey string `json:"collapse_key"`
+			Priority    string `json:"priority"`
+			TTL         string `json:"ttl"`
+		} `json:"android"`
+		APNs struct {
+			Headers map[string]string `json:"headers"`
+		} `json:"apns"`
+		Webpush struct {
+			Headers    map[string]string `json:"headers"`
+			FCMOptions *struct {
+				Link string `json:"link"`
+			} `json:"fcm_options"`
+		} `json:"webpush"`
+	} `json:"message"`
+}
+
+func decodeWire(t *testing.T, payload []byte) wire {
+	t.Helper()
+	var w wire
+	if err := json.Unmarshal(payload, &w); err != nil {
+		t.Fatalf("recorded payload is not JSON: %v\n%s", err, payload)
+	}
+	return w
+}
+
+func TestSendMessageShape(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	withOrigin := func(c *fcm.Config) { c.WebOrigin = "https://app.example.com/" }
+
+	tests := []struct {
+		name      string
+		edit      func(*fcm.Config)
+		change    func(s *oncepush.Submission, now time.Time)
+		wantTTL   string
+		wantLink  string // webpush.fcm_options.link; "" = none
+		wantData  map[string]string
+		wantNotif bool
+	}{
+		{
+			name: "full message with web origin", edit: withOrigin,
+			wantTTL: "3600s", wantLink: "https://app.example.com/orders/A-1042", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
+		},
+		{
+			name:    "no web origin: no fcm_options",
+			wantTTL: "3600s", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
+		},
+		{
+			name: "no link", edit: withOrigin,
+			change:  func(s *oncepush.Submission, _ time.Time) { s.Link = "" },
+			wantTTL: "3600s", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042"},
+		},
+		{
+			name:    "expired: ttl 0",
+			change:  func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Minute) },
+			wantTTL: "0s", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
+		},
+		{
+			name:    "far future: ttl capped at 28 days",
+			change:  func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(90 * 24 * time.Hour) },
+			wantTTL: "2419200s", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
+		},
+		{
+			name: "fractional seconds are cut",
+			change: func(s *oncepush.Submission, now time.Time) {
+				s.ExpiresAt = now.Add(90*time.Second + 700*time.Millisecond)
+			},
+			wantTTL: "90s", wantNotif: true,
+			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupOn(t, fake, tt.edit)
+			token := "shape-token-" + string(rune('a'+i))
+			s := submission(token, b.clock)
+			if tt.change != nil {
+				tt.change(s, b.clock.Now())
+			}
+			before := maps.Clone(s.Data)
+
+			res := p.Send(context.Background(), s)
+			if res.Outcome != oncepush.OutcomeAccepted {
+				t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
+			}
+			if !strings.HasPrefix(res.ProviderID, "projects/"+project+"/messages/") {
+				t.Errorf("ProviderID %q, want FCM's message name", res.ProviderID)
+			}
+			if !maps.Equal(s.Data, before) {
+				t.Errorf("Send modified Submission.Data: %v, was %v", s.Data, before)
+			}
+			reqs := requestsFor(fake, token)
+			if len(reqs) != 1 {
+				t.Fatalf("fake recorded %d requests for the token, want 1", len(reqs))
+			}
+			r := reqs[0]
+			if r.CollapseID != s.CollapseID || r.NotificationID != s.NotificationID {
+				t.Errorf("recorded collapse %q, notification %q; want %q, %q", r.CollapseID, r.NotificationID, s.CollapseID, s.NotificationID)
+			}
+			w := decodeWire(t, r.Payload)
+			m := w.Message
+			if m.Token != token {
+				t.Errorf("token %q, want %q", m.Token, token)
+			}
+			if !maps.Equal(m.Data, tt.wantData) {
+				t.Errorf("data %v, want %v", m.Data, tt.wantData)
+			}
+			if n := m.Notification; tt.wantNotif && (n == nil || n.Title != s.Title || n.Body != s.Body || n.Image != s.Image) {
+				t.Errorf("notification %+v, want title, body and image of the submission", n)
+			}
+			if m.Android.CollapseKey != s.CollapseID || m.Android.Priority != "high" || m.Android.TTL != tt.wantTTL {
+				t.Errorf("android %+v, want collapse_key %q, priority high, ttl %q", m.Android, s.CollapseID, tt.wantTTL)
+			}
+			wantAPNs := map[string]string{
+				"apns-collapse-id": s.CollapseID,
+				"apns-priority":    "10",
+				"apns-expiration":  jsonInt(s.ExpiresAt.Unix()),
+			}
+			if !maps.Equal(m.APNs.Headers, wantAPNs) {
+				t.Errorf("apns headers %v, want %v", m.APNs.Headers, wantAPNs)
+			}
+			wantWeb := map[string]string{"TTL": strings.TrimSuffix(tt.wantTTL, "s"), "Urgency": "high", "Topic": s.CollapseID}
+			if !maps.Equal(m.Webpush.Headers, wantWeb) {
+				t.Errorf("webpush headers %v, want %v", m.Webpush.Headers, wantWeb)
+			}
+			gotLink := ""
+			if m.Webpush.FCMOptions != nil {
+				gotLink = m.Webpush.FCMOptions.Link
+			}
+			if gotLink != tt.wantLink {
+				t.Errorf("webpush.fcm_options.link %q, want %q", gotLink, tt.wantLink)
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+		})
+	}
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
+	var out []pushtest.FakeRequest
+	for _, r := range fake.RequestsFor(oncepush.TransportFCM) {
+		if r.Token == token {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestErrorAnswers covers FCM's error table: each answer's outcome, text,
+// and wait, and that none is retried inside Send.
+func TestErrorAnswers(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	retryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
+		a.Header = http.Header{"Retry-After": {v}}
+		return a
+	}
+	dataViolation := pushtest.FakeAnswer{Status: 400, Body: `{"error":{"code":400,"message":"Invalid value at 'message.data[0].value'","status":"INVALID_ARGUMENT","details":[` +
+		`{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"},` +
+		`{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.data[0].value","description":"Invalid value"}]}]}}`}
+
+	tests := []struct {
+		name          string
+		answer        pushtest.FakeAnswer
+		want          oncepush.Outcome
+		wantText      string
+		wantRetry     time.Duration
+		wantThrottle  bool
+		wantErrorLogs bool
+	}{
+		{name: "unregistered",
+			answer: pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"),
+			want:   oncepush.OutcomeInvalidToken, wantText: "404 UNREGISTERED: Requested entity was not found."},
+		{name: "sender id mismatch",
+			answer: pushtest.FCMError(403, "PERMISSION_DENIED", "SenderId mismatch", "SENDER_ID_MISMATCH"),
+			want:   oncepush.OutcomeInvalidToken, wantText: "403 SENDER_ID_MISMATCH: SenderId mismatch"},
+		{name: "invalid argument about the token",
+			answer: pushtest.FCMInvalidTokenArgument(),
+			want:   oncepush.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: The registration token is not a valid FCM registration token"},
+		{name: "invalid argument about the message",
+			answer: dataViolation,
+			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Invalid value at 'message.data[0].value'"},
+		{name: "invalid argument without details",
+			answer: pushtest.FCMError(400, "INVALID_ARGUMENT", "Request contains an invalid argument.", ""),
+			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Request contains an invalid argument."},
+		{name: "invalid argument FcmError without field violation",
+			answer: pushtest.FCMError(400, "INVALID_ARGUMENT", "Message is too big", "INVALID_ARGUMENT"),
+			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Message is too big"},
+		{name: "quota exceeded waits at least a minute",
+			answer: retryAfter(pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED"), "10"),
+			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Quota exceeded.", wantRetry: time.Minute, wantThrottle: true},
+		{name: "quota exceeded honours a longer Retry-After",
+			answer: retryAfter(pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED"), "300"),
+			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Quota exceeded.", wantRetry: 5 * time.Minute, wantThrottle: true},
+		{name: "429 without FcmError",
+			answer: pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Too many requests.", ""),
+			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: time.Minute, wantThrottle: true},
+		{name: "unavailable honours Retry-After",
+			answer: retryAfter(pushtest.FCMError(503, "UNAVAILABLE", "The service is unavailable.", "UNAVAILABLE"), "30"),
+			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 30 * time.Second},
+		{name: "internal",
+			answer: pushtest.FCMError(500, "INTERNAL", "Internal error encountered.", "INTERNAL"),
+			want:   oncepush.OutcomeRetry, wantText: "500 INTERNAL: Internal error encountered."},
+		{name: "third party auth error",
+			answer: pushtest.FCMError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", "THIRD_PARTY_AUTH_ERROR"),
+			want:   oncepush.OutcomeRejected, wantText: "401 THIRD_PARTY_AUTH_ERROR: Auth error from APNS or Web Push Service", wantErrorLogs: true},
+		{name: "502 html page",
+			answer: pushtest.FakeAnswer{Status: 502, Body: "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>Bad Gateway</body></html>"},
+			want:   oncepush.OutcomeRetry, wantText: "502 Bad Gateway: <html> <head><title>502 Bad Gateway</title></head> <body>Bad Gateway</body></html>"},
+		{name: "404 without FcmError keeps the token",
+			answer: pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", ""),
+			want:   oncepush.OutcomeRejected, wantText: "404 NOT_FOUND: Requested entity was not found."},
+		{name: "403 permission denied is a configuration error",
+			answer: pushtest.FCMError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied.", ""),
+			want:   oncepush.OutcomeRejected, wantText: "403 PERMISSION_DENIED: Permission 'cloudmessaging.messages.create' denied.", wantErrorLogs: true},
+		{name: "other 4xx",
+			answer: pushtest.FakeAnswer{Status: 413, Body: "request too large"},
+			want:   oncepush.OutcomeRejected, wantText: "413 Request Entity Too Large: request too large"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupOn(t, fake, nil)
+			token := "error-token-" + string(rune('a'+i))
+			fake.Program(oncepush.TransportFCM, token, tt.answer)
+
+			res := p.Send(context.Background(), submission(token, b.clock))
+			if res.Outcome != tt.want || res.Text != tt.wantText {
+				t.Errorf("Send: %v %q\nwant       %v %q", res.Outcome, res.Text, tt.want, tt.wantText)
+			}
+			if res.RetryAfter != tt.wantRetry || res.Throttle != tt.wantThrottle {
+				t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", res.RetryAfter, res.Throttle, tt.wantRetry, tt.wantThrottle)
+			}
+			if n := len(requestsFor(fake, token)); n != 1 {
+				t.Errorf("fake recorded %d requests, want 1 (no resend inside Send)", n)
+			}
+			if got := b.logs.errors() > 0; got != tt.wantErrorLogs {
+				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.all())
+			}
+		})
+	}
+}
+
+func TestConcurrentSendsFetchOneToken(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	const n = 200
+	results := make([]oncepush.Result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i] = p.Send(context.Background(), submission("concurrent-token-"+jsonInt(int64(i)), b.clock))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range results {
+		if r.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("send %d: %v %q, want accepted", i, r.Outcome, r.Text)
+		}
+	}
+	if got := b.fake.FCMTokenRequests(); got != 1 {
+		t.Errorf("%d concurrent sends made %d token requests, want 1", n, got)
+	}
+	if got := b.fake.Count(); got != n {
+		t.Errorf("fake recorded %d sends, want %d", got, n)
+	}
+}
+
+func TestTokenCachedUntilFiveMinutesBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	send := func() {
+		t.Helper()
+		if res := p.Send(context.Background(), submission("cache-token-1", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("Send: %v %q", res.Outcome, res.Text)
+		}
+	}
+	send()
+	b.clock.Advance(54*time.Minute + 59*time.Second) // the fake's tokens live an hour
+	send()
+	if got := b.fake.FCMTokenRequests(); got != 1 {
+		t.Fatalf("token requests before the refresh margin: %d, want 1", got)
+	}
+	b.clock.Advance(2 * time.Second)
+	send()
+	if got := b.fake.FCMTokenRequests(); got != 2 {
+		t.Fatalf("token requests after the refresh margin: %d, want 2", got)
+	}
+	send()
+	if got := b.fake.FCMTokenRequests(); got != 2 {
+		t.Fatalf("token requests with a fresh token: %d, want 2", got)
+	}
+}
+
+func TestUnauthorizedRefreshesTokenOnce(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	if res := p.Send(context.Background(), submission("refresh-token-1", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
+	}
+	b.fake.RevokeFCMAccessTokens() // FCM now answers 401 to the cached token
+
+	res := p.Send(context.Background(), submission("refresh-token-1", b.clock))
+	if res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("send after revocation: %v %q, want accepted with a new token", res.Outcome, res.Text)
+	}
+	if got := b.fake.FCMTokenRequests(); got != 2 {
+		t.Errorf("token requests: %d, want 2 (one refresh)", got)
+	}
+	if got := len(requestsFor(b.fake, "refresh-token-1")); got != 2 {
+		t.Errorf("accepted sends recorded: %d, want 2", got)
+	}
+	if b.logs.errors() != 0 {
+		t.Errorf("a refreshed token is routine, but an error was logged:\n%s", b.logs.all())
+	}
+}
+
+func TestConcurrentUnauthorizedSendsShareOneRefresh(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	if res := p.Send(context.Background(), submission("shared-refresh-0", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
+	}
+	b.fake.RevokeFCMAccessTokens()
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]oncepush.Result, n)
+	for i := range n {
+		wg.Go(func() {
+			results[i] = p.Send(context.Background(), submission("shared-refresh-"+jsonInt(int64(i+1)), b.clock))
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("send %d: %v %q, want accepted", i, r.Outcome, r.Text)
+		}
+	}
+	if got := b.fake.FCMTokenRequests(); got != 2 {
+		t.Errorf("token requests: %d, want 2 (%d sends refused at once share one refresh)", got, n)
+	}
+}
+
+func TestPersistentUnauthorizedIsRejectedAfterOneRefresh(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	const token = "unauthorized-token-1"
+	b.fake.Program(oncepush.TransportFCM, token,
+		pushtest.FCMError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", ""))
+
+	res := p.Send(context.Background(), submission(token, b.clock))
+	if res.Outcome != oncepush.OutcomeRejected || res.Text != "401 UNAUTHENTICATED: Request had invalid authentication credentials." {
+		t.Errorf("Send: %v %q, want rejected with FCM's text", res.Outcome, res.Text)
+	}
+	if got := b.fake.FCMTokenRequests(); got != 2 {
+		t.Errorf("token requests: %d, want 2 (exactly one refresh)", got)
+	}
+	if got := len(requestsFor(b.fake, token)); got != 2 {
+		t.Errorf("sends: %d, want 2 (the first and one retry with the new token)", got)
+	}
+	if b.logs.errors() == 0 {
+		t.Error("refused credentials were not logged as an error")
+	}
+}
+
+func TestUnsendableMessagesAreRejectedWithoutRequest(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	tests := []struct {
+		name   string
+		change func(*oncepush.Submission)
+	}{
+		{"data too large", func(s *oncepush.Submission) {
+			s.Data = maps.Clone(s.Data)
+			s.Data["blob"] = strings.Repeat("x", 4000)
+		}},
+		{"body too large", func(s *oncepush.Submission) { s.Body = strings.Repeat("é", 2100) }},
+		{"reserved data key", func(s *oncepush.Submission) {
+			s.Data = map[string]string{"google.sent_time": "1"}
+		}},
+		{"reserved data key from", func(s *oncepush.Submission) { s.Data = map[string]string{"from": "me"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupOn(t, fake, nil)
+			s := submission("unsendable-token", b.clock)
+			tt.change(s)
+			if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected || res.Text == "" {
+				t.Errorf("Send: %v %q, want rejected with a reason", res.Outcome, res.Text)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n := fake.Count(); n != 0 {
+			t.Errorf("fake recorded %d sends of unsendable messages, want 0", n)
+		}
+		if n := fake.FCMTokenRequests(); n != 0 {
+			t.Errorf("%d token requests for unsendable messages, want 0", n)
+		}
+	})
+}
+
+func TestPayloadAtTheLimitIsSent(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t, nil)
+	s := submission("limit-token-1", b.clock)
+	s.Title, s.Body, s.Image, s.Link = "", "", "", ""
+	// {"k":"…"} is 8 bytes of JSON around the value.
+	s.Data = map[string]string{"k": strings.Repeat("x", fcm.MaxPayload-8)}
+	if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("a payload of exactly %d bytes: %v %q, want accepted", fcm.MaxPayload, res.Outcome, res.Text)
+	}
+	s.Data = map[string]string{"k": strings.Repeat("x", fcm.MaxPayload-7)}
+	if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected {
+		t.Fatalf("a payload of %d bytes: %v %q, want rejected", fcm.MaxPayload+1, res.Outcome, res.Text)
+	}
+}
+
+func TestTransportFailures(t *testing.T) {
+	t.Parallel()
+
+	t.Run("reset after the request was read is maybe-sent", func(t *testing.T) {
+		t.Parallel()
+		p, b := setup(t, nil)
+		b.fake.Program(oncepush.TransportFCM, "drop-token-1", pushtest.FakeAnswer{Drop: true})
+		res := p.Send(context.Background(), submission("drop-token-1", b.clock))
+		if res.Outcome != oncepush.OutcomeMaybeSent {
+			t.Errorf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
+		}
+		if n := len(requestsFor(b.fake, "drop-token-1")); n != 1 {
+			t.Errorf("fake recorded %d requests, want 1", n)
+		}
+	})
+
+	t.Run("closed port is retry", func(t *testing.T) {
+		t.Parallel()
+		addr := closedAddr(t)
+		p, b := setup(t, func(c *fcm.Config) { c.BaseURL = "https://" + addr + "/fcm" })
+		res := p.Send(context.Background(), submission("closed-token-1", b.clock))
+		if res.Outcome != oncepush.OutcomeRetry {
+			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
+		}
+	})
+
+	t.Run("unreachable token endpoint is retry", func(t *testing.T) {
+		t.Parallel()
+		addr := closedAddr(t)
+		p, b := setup(t, func(c *fcm.Config) {
+			c.ServiceAccountJSON = editAccount(t, c.ServiceAccountJSON, "token_uri", "https://"+addr+"/token")
+		})
+		res := p.Send(context.Background(), submission("tokenless-token-1", b.clock))
+		if res.Outcome != oncepush.OutcomeRetry {
+			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
+		}
+		if b.fake.Count() != 0 {
+			t.Error("a message was sent without an access token")
+		}
+	})
+
+	t.Run("refused service account is rejected and alerted", func(t *testing.T) {
+		t.Parallel()
+		p, b := setup(t, func(c *fcm.Config) {
+			// A key Google does not know: the assertion's signature fails.
+			c.ServiceAccountJSON = editAccount(t, c.ServiceAccountJSON, "private_key", rsaKeyPEM(t))
+		})
+		res := p.Send(context.Background(), submission("unknown-key-token-1", b.clock))
+		if res.Outcome != oncepush.OutcomeRejected || !strings.HasPrefix(res.Text, "access token: 400 invalid_grant") {
+			t.Errorf("Send: %v %q, want rejected with the token endpoint's answer", res.Outcome, res.Text)
+		}
+		if b.fake.Count() != 0 {
+			t.Error("a message was sent without an access token")
+		}
+		if b.logs.errors() == 0 {
+			t.Error("refused service account not logged as an error")
+		}
+	})
+
+	t.Run("cancelled context does not block", func(t *testing.T) {
+		t.Parallel()
+		p, b := setup(t, nil)
+		b.fake.SetLatency(oncepush.TransportFCM, 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res := p.Send(ctx, submission("slow-token-1", b.clock))
+		if res.Outcome != oncepush.OutcomeMaybeSent && res.Outcome != oncepush.OutcomeRetry {
+			t.Errorf("Send: %v %q, want maybe-sent (or retry if the token was not fetched in time)", res.Outcome, res.Text)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("Send took %s after its context ended", d)
+		}
+	})
+}
+
+// closedAddr returns a local address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func editAccount(t *testing.T, account []byte, field string, value any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(account, &m); err != nil {
+		t.Fatal(err)
+	}
+	if value == nil {
+		delete(m, field)
+	} else {
+		m[field] = value
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func rsaKeyPEM(t *testing.T) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+}
+
+func TestNewRefusesBadConfiguration(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	good := fake.FCMServiceAccount(project)
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecDER, _ := x509.MarshalPKCS8PrivateKey(ec)
+	ecPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}))
+
+	tests := []struct {
+		name   string
+		cfg    fcm.Config
+		naming string // the error must name this
+	}{
+		{"empty", fcm.Config{}, "ServiceAccountJSON"},
+		{"not JSON", fcm.Config{ServiceAccountJSON: []byte("-----BEGIN PRIVATE KEY-----\nMIIE")}, "not JSON"},
+		{"JSON of the wrong shape", fcm.Config{ServiceAccountJSON: []byte(`{"type": 1}`)}, "JSON"},
+		{"missing project_id", fcm.Config{ServiceAccountJSON: editAccount(t, good, "project_id", nil)}, "project_id"},
+		{"missing private_key_id", fcm.Config{ServiceAccountJSON: editAccount(t, good, "private_key_id", nil)}, "private_key_id"},
+		{"missing private_key", fcm.Config{ServiceAccountJSON: editAccount(t, good, "private_key", nil)}, "private_key"},
+		{"missing client_email", fcm.Config{ServiceAccountJSON: editAccount(t, good, "client_email", nil)}, "client_email"},
+		{"missing token_uri", fcm.Config{ServiceAccountJSON: editAccount(t, good, "token_uri", nil)}, "token_uri"},
+		{"missing type", fcm.Config{ServiceAccountJSON: editAccount(t, good, "type", nil)}, "type"},
+		{"wrong type", fcm.Config{ServiceAccountJSON: editAccount(t, good, "type", "authorized_user")}, "service_account"},
+		{"ECDSA key", fcm.Config{ServiceAccountJSON: editAccount(t, good, "private_key", ecPEM)}, "RSA"},
+		{"key not PEM", fcm.Config{ServiceAccountJSON: editAccount(t, good, "private_key", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")}, "PEM"},
+		{"plain-http token_uri", fcm.Config{ServiceAccountJSON: editAccount(t, good, "token_uri", "http://oauth2.example.com/token")}, "token_uri"},
+		{"plain-http BaseURL", fcm.Config{ServiceAccountJSON: good, BaseURL: "http://fcm.example.com"}, "BaseURL"},
+		{"WebOrigin with a path", fcm.Config{ServiceAccountJSON: good, WebOrigin: "https://app.example.com/home"}, "WebOrigin"},
+		{"WebOrigin not https", fcm.Config{ServiceAccountJSON: good, WebOrigin: "http://app.example.com"}, "WebOrigin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := fcm.New(tt.cfg)
+			if err == nil {
+				t.Fatalf("New accepted it (%v)", p)
+			}
+			// The error is what the operator reads to fix the file: it names
+			// the problem, and never quotes the key.
+			if !strings.Contains(err.Error(), tt.naming) {
+				t.Errorf("error %q does not name %q", err, tt.naming)
+			}
+			if strings.Contains(err.Error(), "MII") {
+				t.Errorf("error quotes key material: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadServiceAccount(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	path := t.TempDir() + "/key.json"
+	if err := os.WriteFile(path, fake.FCMServiceAccount(project), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := fcm.LoadServiceAccount(path)
+	if err != nil {
+		t.Fatalf("LoadServiceAccount: %v", err)
+	}
+	p, err := fcm.New(fcm.Config{ServiceAccountJSON: b})
+	if err != nil {
+		t.Fatalf("New with the loaded file: %v", err)
+	}
+	if p.ProjectID() != project {
+		t.Errorf("ProjectID %q, want %q", p.ProjectID(), project)
+	}
+	if _, err := fcm.LoadServiceAccount(t.TempDir() + "/absent.json"); err == nil {
+		t.Error("LoadServiceAccount of an absent file succeeded")
+	}
+}
+
+func TestConfigLogsNoKey(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	cfg := fcm.Config{ServiceAccountJSON: fake.FCMServiceAccount(project), BaseURL: fake.URL + "/fcm"}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("configured", "fcm", cfg)
+	if strings.Contains(buf.String(), "PRIVATE KEY") || strings.Contains(buf.String(), "private_key_id") {
+		t.Errorf("logging the Config leaked the key file: %s", buf.String())
+	}
+}

@@ -1,0 +1,417 @@
+package rustore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/rustore"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+const project = "rustore-project-1"
+
+type bundle struct {
+	fake  *pushtest.FakeServer
+	clock *pushtest.Clock
+	logs  *logRecorder
+}
+
+// setupOn makes a provider for the fake server; edit may change the
+// configuration before New.
+func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*rustore.Config)) (*rustore.Provider, *bundle) {
+	t.Helper()
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	cfg := rustore.Config{
+		ProjectID:    project,
+		ServiceToken: rustore.ServiceToken(fake.RuStoreToken()),
+		BaseURL:      fake.URL + "/rustore",
+		TLSConfig:    fake.TLSConfig(),
+		Clock:        b.clock,
+		Logger:       slog.New(b.logs),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	p, err := rustore.New(cfg)
+	if err != nil {
+		t.Fatalf("rustore.New: %v", err)
+	}
+	return p, b
+}
+
+func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
+	return &oncepush.Submission{
+		NotificationID: "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
+		CollapseID:     "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
+		DeliveryID:     11,
+		Device: oncepush.Device{ID: 23, Recipient: "u_77", Transport: oncepush.TransportRuStore,
+			Token: oncepush.Token(token)},
+		Title:     "Новый заказ",
+		Body:      "Заказ A-7 принят.",
+		Data:      map[string]string{"oncepush_id": "9a8b7c6d5e4f30211203f4e5d6c7b8a9", "order": "A-7"},
+		Link:      "/orders/A-7",
+		ExpiresAt: clock.Now().Add(2 * time.Hour),
+	}
+}
+
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []string
+	errs int
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var sb strings.Builder
+	sb.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		sb.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, sb.String())
+	if r.Level >= slog.LevelError {
+		l.errs++
+	}
+	return nil
+}
+
+func (l *logRecorder) errors() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errs
+}
+
+func (l *logRecorder) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.recs, "\n")
+}
+
+func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
+	var out []pushtest.FakeRequest
+	for _, r := range fake.RequestsFor(oncepush.TransportRuStore) {
+		if r.Token == token {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wire is the request body as RuStore reads it.
+type wire struct {
+	Message struct {
+		Token        string            `json:"token"`
+		Data         map[string]string `json:"data"`
+		Notification *struct {
+			Title string `json:"title"`
+			Body  string `json:"body"`
+			Image string `json:"image"`
+		} `json:"notification"`
+		Android *struct {
+			TTL          string `json:"ttl"`
+			Notification *struct {
+				ChannelID   string `json:"channel_id"`
+				ClickAction string `json:"click_action"`
+			} `json:"notification"`
+		} `json:"android"`
+	} `json:"message"`
+}
+
+func TestSendMessageShape(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	withChannel := func(c *rustore.Config) { c.ChannelID, c.ClickAction = "orders", "ru.example.OPEN_ORDER" }
+	base := map[string]string{"oncepush_id": "9a8b7c6d5e4f30211203f4e5d6c7b8a9", "order": "A-7"}
+	with := func(extra map[string]string) map[string]string {
+		m := maps.Clone(base)
+		maps.Copy(m, extra)
+		return m
+	}
+
+	tests := []struct {
+		name        string
+		edit        func(*rustore.Config)
+		change      func(s *oncepush.Submission, now time.Time)
+		wantNotif   bool
+		wantData    map[string]string
+		wantTTL     string
+		wantChannel string
+		wantAction  string
+	}{
+		{
+			name: "notification with channel and click action", edit: withChannel,
+			wantNotif: true, wantTTL: "7200s", wantChannel: "orders", wantAction: "ru.example.OPEN_ORDER",
+			wantData: with(map[string]string{"oncepush_link": "/orders/A-7"}),
+		},
+		{
+			name:      "notification without link",
+			change:    func(s *oncepush.Submission, _ time.Time) { s.Link = "" },
+			wantNotif: true, wantTTL: "7200s", wantData: base,
+		},
+		{
+			name: "image travels as data only", edit: withChannel,
+			change:  func(s *oncepush.Submission, _ time.Time) { s.Image = "https://img.example.com/a7.png" },
+			wantTTL: "7200s",
+			wantData: with(map[string]string{
+				"oncepush_title": "Новый заказ", "oncepush_body": "Заказ A-7 принят.",
+				"oncepush_image": "https://img.example.com/a7.png", "oncepush_link": "/orders/A-7",
+			}),
+		},
+		{
+			name:      "expired: ttl 0",
+			change:    func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Second) },
+			wantNotif: true, wantTTL: "0s", wantData: with(map[string]string{"oncepush_link": "/orders/A-7"}),
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupOn(t, fake, tt.edit)
+			token := fmt.Sprintf("shape-token-%d", i)
+			s := submission(token, b.clock)
+			if tt.change != nil {
+				tt.change(s, b.clock.Now())
+			}
+			before := maps.Clone(s.Data)
+			if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+				t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
+			}
+			if !maps.Equal(s.Data, before) {
+				t.Errorf("Send modified Submission.Data: %v, was %v", s.Data, before)
+			}
+			reqs := requestsFor(fake, token)
+			if len(reqs) != 1 {
+				t.Fatalf("fake recorded %d requests, want 1", len(reqs))
+			}
+			if reqs[0].NotificationID != s.NotificationID {
+				t.Errorf("recorded notification id %q, want %q", reqs[0].NotificationID, s.NotificationID)
+			}
+			var w wire
+			if err := json.Unmarshal(reqs[0].Payload, &w); err != nil {
+				t.Fatal(err)
+			}
+			m := w.Message
+			if m.Token != token {
+				t.Errorf("token %q, want %q", m.Token, token)
+			}
+			if !maps.Equal(m.Data, tt.wantData) {
+				t.Errorf("data %v\nwant %v", m.Data, tt.wantData)
+			}
+			switch n := m.Notification; {
+			case tt.wantNotif && (n == nil || n.Title != s.Title || n.Body != s.Body || n.Image != ""):
+				t.Errorf("notification %+v, want the title and body (and no image)", n)
+			case !tt.wantNotif && n != nil:
+				t.Errorf("notification %+v, want none (data only)", n)
+			}
+			if m.Android == nil || m.Android.TTL != tt.wantTTL {
+				t.Fatalf("android %+v, want ttl %q", m.Android, tt.wantTTL)
+			}
+			channel, action := "", ""
+			if an := m.Android.Notification; an != nil {
+				channel, action = an.ChannelID, an.ClickAction
+			}
+			if tt.wantNotif && (channel != tt.wantChannel || action != tt.wantAction) || !tt.wantNotif && (channel != "" || action != "") {
+				t.Errorf("android.notification channel %q, click_action %q; want %q, %q (none for data only)",
+					channel, action, tt.wantChannel, tt.wantAction)
+			}
+		})
+	}
+}
+
+func TestErrorAnswers(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	retryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
+		a.Header = http.Header{"Retry-After": {v}}
+		return a
+	}
+	tests := []struct {
+		name          string
+		answer        pushtest.FakeAnswer
+		want          oncepush.Outcome
+		wantText      string
+		wantRetry     time.Duration
+		wantThrottle  bool
+		wantErrorLogs bool
+	}{
+		{name: "not found: dead token",
+			answer: pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."),
+			want:   oncepush.OutcomeInvalidToken, wantText: "404 NOT_FOUND: Requested entity was not found."},
+		{name: "invalid argument about the token",
+			answer: pushtest.RuStoreError(400, "INVALID_ARGUMENT", "Invalid push token"),
+			want:   oncepush.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: Invalid push token"},
+		{name: "invalid argument about the message",
+			answer: pushtest.RuStoreError(400, "INVALID_ARGUMENT", "message.android.ttl: invalid duration"),
+			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: message.android.ttl: invalid duration"},
+		{name: "unauthenticated is retried and alerted",
+			answer: pushtest.RuStoreError(401, "UNAUTHENTICATED", "Invalid service token."),
+			want:   oncepush.OutcomeRetry, wantText: "401 UNAUTHENTICATED: Invalid service token.", wantErrorLogs: true},
+		{name: "permission denied is retried and alerted",
+			answer: pushtest.RuStoreError(403, "PERMISSION_DENIED", "Permission denied."),
+			want:   oncepush.OutcomeRetry, wantText: "403 PERMISSION_DENIED: Permission denied.", wantErrorLogs: true},
+		{name: "too many requests throttles with Retry-After",
+			answer: retryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "40"),
+			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: 40 * time.Second, wantThrottle: true},
+		{name: "too many requests without Retry-After",
+			answer: pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."),
+			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: rustore.ThrottleDefault, wantThrottle: true},
+		{name: "internal",
+			answer: pushtest.RuStoreError(500, "INTERNAL", "Internal error."),
+			want:   oncepush.OutcomeRetry, wantText: "500 INTERNAL: Internal error."},
+		{name: "unavailable honours Retry-After",
+			answer: retryAfter(pushtest.RuStoreError(503, "UNAVAILABLE", "The service is unavailable."), "20"),
+			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 20 * time.Second},
+		{name: "502 html page",
+			answer: pushtest.FakeAnswer{Status: 502, Body: "<html><body><h1>502 Bad Gateway</h1></body></html>"},
+			want:   oncepush.OutcomeRetry, wantText: "502 Bad Gateway: <html><body><h1>502 Bad Gateway</h1></body></html>"},
+		{name: "404 without RuStore's error keeps the token",
+			answer: pushtest.FakeAnswer{Status: 404, Body: "404 page not found"},
+			want:   oncepush.OutcomeRejected, wantText: "404 Not Found: 404 page not found"},
+		{name: "other 4xx",
+			answer: pushtest.RuStoreError(413, "PAYLOAD_TOO_LARGE", "Message too large."),
+			want:   oncepush.OutcomeRejected, wantText: "413 PAYLOAD_TOO_LARGE: Message too large."},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setupOn(t, fake, nil)
+			token := fmt.Sprintf("error-token-%d", i)
+			fake.Program(oncepush.TransportRuStore, token, tt.answer)
+			res := p.Send(context.Background(), submission(token, b.clock))
+			if res.Outcome != tt.want || res.Text != tt.wantText {
+				t.Errorf("Send: %v %q\nwant       %v %q", res.Outcome, res.Text, tt.want, tt.wantText)
+			}
+			if res.RetryAfter != tt.wantRetry || res.Throttle != tt.wantThrottle {
+				t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", res.RetryAfter, res.Throttle, tt.wantRetry, tt.wantThrottle)
+			}
+			if n := len(requestsFor(fake, token)); n != 1 {
+				t.Errorf("fake recorded %d requests, want 1", n)
+			}
+			if got := b.logs.errors() > 0; got != tt.wantErrorLogs {
+				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.all())
+			}
+		})
+	}
+}
+
+func TestWrongServiceToken(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	p, b := setupOn(t, fake, func(c *rustore.Config) { c.ServiceToken = "an-old-service-token" })
+	res := p.Send(context.Background(), submission("wrong-token-device", b.clock))
+	if res.Outcome != oncepush.OutcomeRetry || !strings.HasPrefix(res.Text, "401 UNAUTHENTICATED") {
+		t.Errorf("Send: %v %q, want retry with RuStore's 401", res.Outcome, res.Text)
+	}
+	if b.logs.errors() == 0 {
+		t.Error("a refused service token was not logged as an error")
+	}
+	if strings.Contains(b.logs.all(), "an-old-service-token") {
+		t.Errorf("the service token was logged:\n%s", b.logs.all())
+	}
+	if fake.Count() != 0 {
+		t.Error("the fake recorded a request it refused")
+	}
+}
+
+func TestOversizedMessageIsRejectedWithoutRequest(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	p, b := setupOn(t, fake, nil)
+	for name, change := range map[string]func(*oncepush.Submission){
+		"data":  func(s *oncepush.Submission) { s.Data = map[string]string{"blob": strings.Repeat("x", 4100)} },
+		"body":  func(s *oncepush.Submission) { s.Body = strings.Repeat("ж", 2050) },
+		"image": func(s *oncepush.Submission) { s.Image = "https://img.example.com/" + strings.Repeat("a", 4100) },
+	} {
+		s := submission("big-token", b.clock)
+		change(s)
+		if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected || res.Text == "" {
+			t.Errorf("%s too large: %v %q, want rejected with a reason", name, res.Outcome, res.Text)
+		}
+	}
+	if fake.Count() != 0 {
+		t.Errorf("fake recorded %d requests, want 0", fake.Count())
+	}
+}
+
+func TestTransportFailures(t *testing.T) {
+	t.Parallel()
+	t.Run("reset after the request was read is maybe-sent", func(t *testing.T) {
+		t.Parallel()
+		fake := pushtest.NewFakeServer(t)
+		p, b := setupOn(t, fake, nil)
+		fake.Program(oncepush.TransportRuStore, "drop-device", pushtest.FakeAnswer{Drop: true})
+		if res := p.Send(context.Background(), submission("drop-device", b.clock)); res.Outcome != oncepush.OutcomeMaybeSent {
+			t.Errorf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
+		}
+		if n := len(requestsFor(fake, "drop-device")); n != 1 {
+			t.Errorf("fake recorded %d requests, want 1", n)
+		}
+	})
+	t.Run("closed port is retry", func(t *testing.T) {
+		t.Parallel()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		fake := pushtest.NewFakeServer(t)
+		p, b := setupOn(t, fake, func(c *rustore.Config) { c.BaseURL = "https://" + addr + "/rustore" })
+		if res := p.Send(context.Background(), submission("closed-device", b.clock)); res.Outcome != oncepush.OutcomeRetry {
+			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
+		}
+	})
+}
+
+func TestNewRefusesBadConfiguration(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct {
+		cfg    rustore.Config
+		naming string
+	}{
+		"no project":        {rustore.Config{ServiceToken: "t0k3n"}, "ProjectID"},
+		"no service token":  {rustore.Config{ProjectID: "p"}, "ServiceToken"},
+		"token with spaces": {rustore.Config{ProjectID: "p", ServiceToken: "t0k3n \n"}, "ServiceToken"},
+		"plain-http base":   {rustore.Config{ProjectID: "p", ServiceToken: "t0k3n", BaseURL: "http://vkpns.example"}, "BaseURL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := rustore.New(tt.cfg)
+			if err == nil {
+				t.Fatal("New accepted it")
+			}
+			if !strings.Contains(err.Error(), tt.naming) {
+				t.Errorf("error %q does not name %s", err, tt.naming)
+			}
+			if strings.Contains(err.Error(), "t0k3n") {
+				t.Errorf("error quotes the service token: %q", err)
+			}
+		})
+	}
+}
+
+func TestServiceTokenIsRedacted(t *testing.T) {
+	t.Parallel()
+	tok := rustore.ServiceToken("s3cr3t-service-token")
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("configured", "token", tok, "config", rustore.Config{ServiceToken: tok})
+	out := buf.String() + fmt.Sprint(tok) + fmt.Sprintf("%v %+v", tok, rustore.Config{ServiceToken: tok})
+	if strings.Contains(out, "s3cr3t") {
+		t.Errorf("the service token leaked: %s", out)
+	}
+}

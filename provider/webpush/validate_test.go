@@ -1,0 +1,141 @@
+package webpush_test
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/webpush"
+)
+
+// subscriptionToken is a well-formed subscription for endpoint.
+func subscriptionToken(t *testing.T, endpoint string) oncepush.Token {
+	t.Helper()
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := &oncepush.WebPushSubscription{Endpoint: endpoint, P256dh: k.PublicKey().Bytes(), Auth: make([]byte, 16)}
+	return sub.Token()
+}
+
+func newProvider(t *testing.T, cfg webpush.Config) *webpush.Provider {
+	t.Helper()
+	_, priv, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.VAPIDPrivateKey, cfg.VAPIDSubject = priv, "mailto:ops@example.com"
+	p, err := webpush.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkRefusal asserts ValidateToken's verdict and, for a refusal, that it is
+// a validation error about the token that does not repeat the endpoint.
+func checkRefusal(t *testing.T, p *webpush.Provider, endpoint string, wantOK bool) {
+	t.Helper()
+	err := p.ValidateToken(subscriptionToken(t, endpoint))
+	if (err == nil) != wantOK {
+		t.Errorf("%s: err %v, want allowed=%v", endpoint, err, wantOK)
+		return
+	}
+	if err == nil {
+		return
+	}
+	var ve *oncepush.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "token" {
+		t.Errorf("%s: err %#v is not a ValidationError about the token", endpoint, err)
+	}
+	if i := strings.LastIndexByte(endpoint, '/'); i >= 0 && len(endpoint)-i > 4 && strings.Contains(err.Error(), endpoint[i+1:]) {
+		t.Errorf("%s: the error repeats the endpoint's secret part: %v", endpoint, err)
+	}
+}
+
+func TestValidateTokenDefaultAllowList(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, webpush.Config{})
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"https://fcm.googleapis.com/fcm/send/dGhpcyBpcyBh:APA91bEzzz", true},
+		{"https://FCM.googleapis.com/fcm/send/dGhpcyBpcyBh", true},
+		{"https://updates.push.services.mozilla.com/wpush/v2/gAAAAABnxyz", true},
+		{"https://push.services.mozilla.com.evil.example/wpush/v2/gAAAAABnxyz", false},
+		{"https://web.push.apple.com/QGqTf3mBrt8", true},
+		{"https://wns2-par02p.notify.windows.com/w/?token=BQYAAADsecret", true},
+		{"https://notify.windows.com/w/?token=BQYAAADsecret", false},
+		{"https://evilnotify.windows.com/w/?token=BQYAAADsecret", false},
+		{"https://fcm.googleapis.com.evil.example/fcm/send/dGhpcyBpcyBh", false},
+		{"https://push.example.com/sub/abcdefgh", false},
+		{"https://127.0.0.1/sub/abcdefgh", false},
+		{"https://8.8.8.8/sub/abcdefgh", false},
+	} {
+		checkRefusal(t, p, tc.endpoint, tc.ok)
+	}
+	// The subscription's own shape is checked too.
+	if err := p.ValidateToken(oncepush.Token(`{"endpoint":"http://fcm.googleapis.com/fcm/send/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`)); err == nil {
+		t.Error("an http endpoint was accepted")
+	}
+	offCurve := &oncepush.WebPushSubscription{Endpoint: "https://fcm.googleapis.com/fcm/send/x",
+		P256dh: append([]byte{4}, make([]byte, 64)...), Auth: make([]byte, 16)}
+	if err := p.ValidateToken(offCurve.Token()); err == nil {
+		t.Error("a p256dh that is not on the curve was accepted")
+	}
+}
+
+// The address forms below are refused even when an operator put them on the
+// allow-list: an allow-list entry is not a licence to reach internal addresses.
+var internalHosts = []string{
+	"127.0.0.1", "[::1]", "[::ffff:127.0.0.1]", // loopback, also IPv4-mapped
+	"10.0.0.1", "192.168.1.10", "172.16.5.4", "100.64.0.1", "[fd00::1]", // private
+	"0.0.0.0", "[::]", "[::ffff:0.0.0.0]", // unspecified
+	"169.254.169.254", "[fe80::1]", "[::ffff:169.254.169.254]", // link-local (cloud metadata)
+	"224.0.0.1", "[ff02::1]", "255.255.255.255", // multicast, broadcast
+	"192.0.2.7", "[2001:db8::1]", "[64:ff9b::7f00:1]", // reserved, NAT64
+	"2130706433", "0177.0.0.1", "0x7f000001", "0x7f.0.0.1", "127.1", "017700000001", // inet_aton forms of 127.0.0.1
+}
+
+func TestValidateTokenRefusesInternalAddresses(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, webpush.Config{AllowedHosts: internalHosts})
+	for _, h := range internalHosts {
+		checkRefusal(t, p, "https://"+h+"/push/abcdefgh", false)
+		checkRefusal(t, p, "https://"+h+":8443/push/abcdefgh", false)
+	}
+	checkRefusal(t, p, "http://fcm.googleapis.com/fcm/send/abcdefgh", false)
+}
+
+func TestValidateTokenExplicitOptIns(t *testing.T) {
+	t.Parallel()
+	loopback := newProvider(t, webpush.Config{AllowedHosts: internalHosts, AllowLoopback: true})
+	private := newProvider(t, webpush.Config{AllowedHosts: internalHosts, AllowPrivate: true})
+	for _, tc := range []struct {
+		host              string
+		loopback, private bool
+	}{
+		{"127.0.0.1", true, false},
+		{"[::1]", true, false},
+		{"[::ffff:127.0.0.1]", true, false},
+		{"10.0.0.1", false, true},
+		{"100.64.0.1", false, true},
+		{"[fd00::1]", false, true},
+		// Never, whatever the opt-ins.
+		{"0.0.0.0", false, false},
+		{"[::]", false, false},
+		{"169.254.169.254", false, false},
+		{"2130706433", false, false},
+		{"0177.0.0.1", false, false},
+	} {
+		checkRefusal(t, loopback, "https://"+tc.host+"/push/abcdefgh", tc.loopback)
+		checkRefusal(t, private, "https://"+tc.host+"/push/abcdefgh", tc.private)
+	}
+	// Loopback allowed is not every host allowed.
+	checkRefusal(t, loopback, "https://127.0.0.2/push/abcdefgh", false)
+}

@@ -1,0 +1,241 @@
+package pushtest_test
+
+import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// fcmAccount is the part of a service-account file a token request needs.
+type fcmAccount struct {
+	ProjectID    string `json:"project_id"`
+	PrivateKeyID string `json:"private_key_id"`
+	PrivateKey   string `json:"private_key"`
+	ClientEmail  string `json:"client_email"`
+	TokenURI     string `json:"token_uri"`
+	key          *rsa.PrivateKey
+}
+
+func fcmAccountOf(t *testing.T, fake *pushtest.FakeServer, project string) *fcmAccount {
+	t.Helper()
+	var a fcmAccount
+	if err := json.Unmarshal(fake.FCMServiceAccount(project), &a); err != nil {
+		t.Fatalf("FCMServiceAccount is not JSON: %v", err)
+	}
+	block, _ := pem.Decode([]byte(a.PrivateKey))
+	if block == nil {
+		t.Fatal("private_key is not PEM")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("private_key: %v", err)
+	}
+	a.key = k.(*rsa.PrivateKey)
+	return &a
+}
+
+// assertion builds a signed JWT; edit may change header and claims first.
+func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c map[string]any)) string {
+	t.Helper()
+	now := time.Now()
+	h := map[string]any{"alg": "RS256", "typ": "JWT", "kid": a.PrivateKeyID}
+	c := map[string]any{
+		"iss":   a.ClientEmail,
+		"scope": "https://www.googleapis.com/auth/firebase.messaging",
+		"aud":   a.TokenURI,
+		"iat":   now.Unix(),
+		"exp":   now.Add(time.Hour).Unix(),
+	}
+	if edit != nil {
+		edit(h, c)
+	}
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	signed := enc(h) + "." + enc(c)
+	digest := sha256.Sum256([]byte(signed))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+func postToken(t *testing.T, fake *pushtest.FakeServer, tokenURI, assertion string) (int, map[string]any) {
+	t.Helper()
+	resp, err := fake.Client().PostForm(tokenURI, url.Values{
+		"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"},
+		"assertion":  {assertion},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+func TestFakeOAuthVerifiesAssertions(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	acct := fcmAccountOf(t, fake, "proj-a")
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		key  *rsa.PrivateKey
+		edit func(h, c map[string]any)
+		ok   bool
+	}{
+		{name: "valid", ok: true},
+		{name: "signed by another key", key: other},
+		{name: "unknown kid", edit: func(h, c map[string]any) { h["kid"] = "0000" }},
+		{name: "not RS256", edit: func(h, c map[string]any) { h["alg"] = "none" }},
+		{name: "unknown issuer", edit: func(h, c map[string]any) { c["iss"] = "someone@else.iam.gserviceaccount.com" }},
+		{name: "scope without FCM", edit: func(h, c map[string]any) { c["scope"] = "https://www.googleapis.com/auth/cloud-platform" }},
+		{name: "wrong audience", edit: func(h, c map[string]any) { c["aud"] = "https://oauth2.googleapis.com/token" }},
+		{name: "lives longer than an hour", edit: func(h, c map[string]any) {
+			c["exp"] = time.Now().Add(2 * time.Hour).Unix()
+		}},
+		{name: "expired", edit: func(h, c map[string]any) {
+			c["iat"] = time.Now().Add(-2 * time.Hour).Unix()
+			c["exp"] = time.Now().Add(-time.Hour).Unix()
+		}},
+		{name: "issued in the future", edit: func(h, c map[string]any) {
+			c["iat"] = time.Now().Add(30 * time.Minute).Unix()
+			c["exp"] = time.Now().Add(80 * time.Minute).Unix()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			key := acct.key
+			if tt.key != nil {
+				key = tt.key
+			}
+			status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, key, tt.edit))
+			if tt.ok {
+				if status != http.StatusOK || body["access_token"] == nil || body["expires_in"] != 3600.0 || body["token_type"] != "Bearer" {
+					t.Fatalf("valid assertion: %d %v", status, body)
+				}
+				return
+			}
+			if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+				t.Errorf("got %d %v, want 400 invalid_grant", status, body)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if got := fake.FCMTokenRequests(); got != len(tests) {
+			t.Errorf("FCMTokenRequests = %d, want %d (granted and refused)", got, len(tests))
+		}
+	})
+}
+
+func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	acct := fcmAccountOf(t, fake, "proj-a")
+	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
+	access, _ := grant["access_token"].(string)
+	if access == "" {
+		t.Fatalf("no access token: %v", grant)
+	}
+	send := func(project, bearer string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/"+project+"/messages:send",
+			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"android":{"collapse_key":"c1","ttl":"60s"}}}`))
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := fake.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	if status, body := send("proj-a", ""); status != http.StatusUnauthorized || !strings.Contains(body, "UNAUTHENTICATED") {
+		t.Errorf("no bearer: %d %s, want 401 UNAUTHENTICATED", status, body)
+	}
+	if status, _ := send("proj-a", "ya29.made-up"); status != http.StatusUnauthorized {
+		t.Errorf("unknown bearer: %d, want 401", status)
+	}
+	if status, body := send("proj-b", access); status != http.StatusForbidden || !strings.Contains(body, "PERMISSION_DENIED") {
+		t.Errorf("another project's token: %d %s, want 403 PERMISSION_DENIED", status, body)
+	}
+	if n := fake.Count(); n != 0 {
+		t.Fatalf("refused requests were recorded: %d", n)
+	}
+	status, body := send("proj-a", access)
+	if status != http.StatusOK || !strings.Contains(body, `"name":"projects/proj-a/messages/`) {
+		t.Fatalf("valid send: %d %s", status, body)
+	}
+	reqs := fake.RequestsFor(oncepush.TransportFCM)
+	if len(reqs) != 1 || reqs[0].Token != "device-1" || reqs[0].CollapseID != "c1" || reqs[0].NotificationID != "n1" {
+		t.Fatalf("recorded %+v", reqs)
+	}
+	if reqs[0].Header.Get("Authorization") != "" {
+		t.Error("the recorded request kept the access token")
+	}
+
+	fake.RevokeFCMAccessTokens()
+	if status, _ := send("proj-a", access); status != http.StatusUnauthorized {
+		t.Errorf("revoked token: %d, want 401", status)
+	}
+	if n := fake.Count(); n != 1 {
+		t.Errorf("a send with a revoked token was recorded")
+	}
+}
+
+func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	acct := fcmAccountOf(t, fake, "proj-a")
+	_, tok := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
+	access, _ := tok["access_token"].(string)
+	for name, body := range map[string]string{
+		"not JSON":        `{"message":`,
+		"unknown field":   `{"message":{"token":"d","andriod":{}}}`,
+		"no token":        `{"message":{"data":{"a":"b"}}}`,
+		"bad ttl":         `{"message":{"token":"d","android":{"ttl":"60"}}}`,
+		"reserved key":    `{"message":{"token":"d","data":{"from":"x"}}}`,
+		"http link":       `{"message":{"token":"d","webpush":{"fcm_options":{"link":"http://x.example/"}}}}`,
+		"data not string": `{"message":{"token":"d","data":{"n":1}}}`,
+	} {
+		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/proj-a/messages:send", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+access)
+		resp, err := fake.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "INVALID_ARGUMENT") {
+			t.Errorf("%s: %d %s, want 400 INVALID_ARGUMENT", name, resp.StatusCode, b)
+		}
+	}
+	if n := fake.Count(); n != 0 {
+		t.Errorf("malformed messages were recorded: %d", n)
+	}
+}

@@ -1,0 +1,42 @@
+package pushtest_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	send := func(bearer string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", fake.URL+"/rustore/v1/projects/p1/messages:send",
+			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"notification":{"title":"T"}}}`))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := fake.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := send("not-the-token"); status != http.StatusUnauthorized || !strings.Contains(body, "UNAUTHENTICATED") {
+		t.Errorf("wrong service token: %d %s, want 401", status, body)
+	}
+	if fake.Count() != 0 {
+		t.Fatal("a refused request was recorded")
+	}
+	if status, body := send(fake.RuStoreToken()); status != http.StatusOK || body != "{}" {
+		t.Fatalf("valid send: %d %s, want 200 {}", status, body)
+	}
+	reqs := fake.RequestsFor(oncepush.TransportRuStore)
+	if len(reqs) != 1 || reqs[0].Token != "device-1" || reqs[0].NotificationID != "n1" {
+		t.Fatalf("recorded %+v", reqs)
+	}
+}
