@@ -1,0 +1,218 @@
+// Package e2e tests the engine through the real provider clients against the
+// fake providers over loopback HTTP/2, on PostgreSQL.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/internal/testdb"
+	"github.com/oncepush/oncepush/pushtest"
+	"github.com/oncepush/oncepush/pushtest/fakeproviders"
+)
+
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	fake   *pushtest.FakeServer
+	client *oncepush.Client[pgx.Tx]
+}
+
+func setup(t *testing.T, mod func(*oncepush.Config)) *env {
+	t.Helper()
+	conn := testdb.Schema(t)
+	drv := postgres.New(testdb.Pool(t, conn, 0))
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fake := pushtest.NewFakeServer(t)
+	quiet := slog.New(slog.DiscardHandler)
+	providers, err := fakeproviders.New(fake, fakeproviders.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &oncepush.Config{Providers: providers, Logger: quiet}
+	if mod != nil {
+		mod(cfg)
+	}
+	client, err := oncepush.NewClient(drv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: t.Context(), fake: fake, client: client}
+}
+
+// token returns a device token of the transport's shape; Web Push tokens are
+// subscriptions the fake can decrypt for.
+func (e *env) token(tr oncepush.Transport, n int) oncepush.Token {
+	switch tr {
+	case oncepush.TransportAPNs:
+		return oncepush.Token(fmt.Sprintf("%064x", n))
+	case oncepush.TransportWebPush:
+		return e.fake.NewWebPushSubscription()
+	}
+	return oncepush.Token(fmt.Sprintf("%s-device-token-%06d", tr, n))
+}
+
+func (e *env) register(recipient string, tr oncepush.Transport, n int) *oncepush.Device {
+	e.t.Helper()
+	d, err := e.client.RegisterDevice(e.ctx, oncepush.Device{Recipient: recipient, Transport: tr, Token: e.token(tr, n)})
+	if err != nil {
+		e.t.Fatalf("register %s: %v", tr, err)
+	}
+	return d
+}
+
+func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	devs := map[oncepush.Transport]*oncepush.Device{}
+	for i, tr := range oncepush.Transports {
+		devs[tr] = e.register("u_8831", tr, i)
+	}
+	res, err := e.client.Send(e.ctx, []string{"u_8831"}, oncepush.Message{
+		Type: "invoice.paid", Title: "Invoice paid", Body: "Globex paid inv_2201.", Link: "/invoices/inv_2201",
+		Data: map[string]any{"invoice": "inv_2201"},
+	}, &oncepush.SendOptions{DedupKey: "invoice.paid:inv_2201"})
+	if err != nil || res.Queued != 1 {
+		t.Fatalf("send: %+v, %v", res, err)
+	}
+	if _, err := e.client.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	nid := oncepush.NotificationID("invoice.paid", "u_8831", map[string]any{"dedupKey": "invoice.paid:inv_2201"})
+	for _, tr := range oncepush.Transports {
+		reqs := e.fake.RequestsFor(tr)
+		if len(reqs) != 1 {
+			t.Fatalf("%s: %d requests, want exactly 1", tr, len(reqs))
+		}
+		r := reqs[0]
+		if r.NotificationID != nid {
+			t.Errorf("%s: payload carries oncepush_id %q, want %q", tr, r.NotificationID, nid)
+		}
+		// RuStore has no collapse identity on the wire.
+		if tr != oncepush.TransportRuStore && r.CollapseID != nid {
+			t.Errorf("%s: collapse id %q, want the notification id %q", tr, r.CollapseID, nid)
+		}
+		if r.Status < 200 || r.Status > 299 {
+			t.Errorf("%s: fake answered %d", tr, r.Status)
+		}
+	}
+	ds, err := e.client.RecipientDeliveries(e.ctx, "u_8831", 0, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %+v, %v", ds, err)
+	}
+	d := ds[0]
+	if d.Status != oncepush.StatusSent || len(d.Devices) != 4 {
+		t.Fatalf("delivery: %+v", d)
+	}
+	for _, a := range d.Devices {
+		if a.State != oncepush.AttemptAccepted || a.Submissions != 1 {
+			t.Errorf("%s ledger: %+v", a.Transport, a)
+		}
+		if a.Transport != oncepush.TransportRuStore && a.ProviderID == "" {
+			t.Errorf("%s: no provider id recorded", a.Transport)
+		}
+	}
+	apnsReq := e.fake.RequestsFor(oncepush.TransportAPNs)[0]
+	if want := oncepush.SubmissionID(d.ID, devs[oncepush.TransportAPNs].ID); apnsReq.APNsID != want {
+		t.Errorf("apns-id %q, want the submission id %q", apnsReq.APNsID, want)
+	}
+	web := e.fake.RequestsFor(oncepush.TransportWebPush)[0]
+	if !strings.Contains(string(web.Payload), `"title":"Invoice paid"`) {
+		t.Errorf("web push payload (decrypted by the fake): %s", web.Payload)
+	}
+}
+
+// TestInvalidTokensInProvidersWords: each provider's own dead-token answer
+// deletes that device only, and the ledger keeps the provider's words.
+func TestInvalidTokensInProvidersWords(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	answers := map[oncepush.Transport]pushtest.FakeAnswer{
+		oncepush.TransportFCM:     pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"),
+		oncepush.TransportAPNs:    pushtest.APNsError(410, "Unregistered"),
+		oncepush.TransportWebPush: pushtest.WebPushError(410),
+		oncepush.TransportRuStore: pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."),
+	}
+	wantText := map[oncepush.Transport]string{
+		oncepush.TransportFCM:     "fcm 404 UNREGISTERED: Requested entity was not found.",
+		oncepush.TransportAPNs:    "apns 410 Unregistered",
+		oncepush.TransportWebPush: "webpush 410 Gone",
+		oncepush.TransportRuStore: "rustore 404 NOT_FOUND: Requested entity was not found.",
+	}
+	for i, tr := range oncepush.Transports {
+		e.register("gone", tr, 100+i)
+		e.fake.Program(tr, "", answers[tr])
+	}
+	e.register("kept", oncepush.TransportFCM, 200)
+	e.fake.Program(oncepush.TransportFCM, "fcm-device-token-000200", pushtest.FakeAnswer{})
+	if _, err := e.client.Send(e.ctx, []string{"gone", "kept"}, oncepush.Message{Title: "bye"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if devs, _ := e.client.Devices(e.ctx, "gone"); len(devs) != 0 {
+		t.Fatalf("dead devices kept: %+v", devs)
+	}
+	if devs, _ := e.client.Devices(e.ctx, "kept"); len(devs) != 1 {
+		t.Fatalf("a live device was deleted: %+v", devs)
+	}
+	ds, _ := e.client.RecipientDeliveries(e.ctx, "gone", 0, 1)
+	if len(ds) != 1 || ds[0].Status != oncepush.StatusFailed {
+		t.Fatalf("delivery to dead devices: %+v", ds)
+	}
+	for _, a := range ds[0].Devices {
+		if a.State != oncepush.AttemptInvalid || !strings.HasPrefix(a.Error, wantText[a.Transport]) {
+			t.Errorf("%s: state %s, text %q; want invalid and %q", a.Transport, a.State, a.Error, wantText[a.Transport])
+		}
+	}
+}
+
+// TestProviderWide429SlowsLaterSends: FCM's QUOTA_EXCEEDED with Retry-After
+// holds every later FCM send of this client, not just the one device's.
+func TestProviderWide429SlowsLaterSends(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
+	var names []string
+	for i := range 5 {
+		names = append(names, fmt.Sprintf("r%d", i))
+		e.register(names[i], oncepush.TransportFCM, 300+i)
+	}
+	e.register("apple", oncepush.TransportAPNs, 400)
+	quota := pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED")
+	quota.Header = http.Header{"Retry-After": {"120"}}
+	e.fake.Program(oncepush.TransportFCM, "", quota)
+	if _, err := e.client.Send(e.ctx, append(names, "apple"), oncepush.Message{Title: "quota"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.client.Drain(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.fake.RequestsFor(oncepush.TransportFCM)); n != 1 {
+		t.Fatalf("%d FCM requests after a project-wide 429, want 1", n)
+	}
+	if n := len(e.fake.RequestsFor(oncepush.TransportAPNs)); n != 1 {
+		t.Fatalf("APNs held by FCM's quota: %d requests", n)
+	}
+	if st.Released != 4 {
+		t.Fatalf("run stats %+v: want the 4 other FCM pairs released", st)
+	}
+	for _, r := range names {
+		ds, _ := e.client.RecipientDeliveries(e.ctx, r, 0, 1)
+		if ds[0].Status != oncepush.StatusPending || time.Until(ds[0].NextAttemptAt) < 100*time.Second {
+			t.Fatalf("%s: %s due %s; want pending until the provider's Retry-After (120 s)", r, ds[0].Status, ds[0].NextAttemptAt)
+		}
+	}
+}
