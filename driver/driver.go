@@ -312,8 +312,8 @@ type DeviceAttempt struct {
 // DeliveryUpdate changes one leased delivery.
 type DeliveryUpdate struct {
 	ID int64
-	// Status is the new status; StatusPending keeps it pending (and releases the
-	// lease unless KeepLease).
+	// Status is the new status; StatusPending keeps it pending. Either way the
+	// lease is released.
 	Status   string
 	Attempts int // the new attempt count (absolute; the lease makes it safe)
 	// NextAttemptAt, when set, is the next due time; otherwise now + Delay.
@@ -341,10 +341,9 @@ type DeviceAttemptUpsert struct {
 	AmbiguousDelta   int
 	// ProviderID, when not empty, replaces the recorded provider id.
 	ProviderID string
-	// Error replaces the recorded text unless State is AttemptSending or
-	// KeepError is set.
-	Error     string
-	KeepError bool
+	// Error replaces the recorded text unless State is AttemptSending (a
+	// release restores the previous text by passing it here).
+	Error string
 }
 
 // DeviceAttemptUpsertManyParams writes ledger rows.

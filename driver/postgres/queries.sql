@@ -179,7 +179,8 @@ VALUES (@session, coalesce(@now::timestamptz, now()))
 ON CONFLICT (session) DO NOTHING;
 
 -- name: DeviceDeleteBySession :execrows
-DELETE FROM oncepush_device WHERE session = @session;
+-- Repeats the partial index's predicate so a generic plan can use it.
+DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;

@@ -1,0 +1,58 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/conformance"
+)
+
+// sqliteDB is one test's database file.
+type sqliteDB struct{ path string }
+
+func newDB(t *testing.T) conformance.DB[*sql.Tx] {
+	db := &sqliteDB{path: filepath.Join(t.TempDir(), "oncepush.db")}
+	drv := open(t, db.path, nil)
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// open opens a driver on the file and closes it when the test ends.
+func open(t *testing.T, path string, opts *sqlite.Options) *sqlite.Driver {
+	t.Helper()
+	drv, err := sqlite.Open(path, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := drv.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return drv
+}
+
+func (d *sqliteDB) Driver(t *testing.T, maxConns int) driver.Driver[*sql.Tx] {
+	return open(t, d.path, &sqlite.Options{MaxConns: maxConns})
+}
+
+func (d *sqliteDB) Begin(ctx context.Context, drv driver.Driver[*sql.Tx]) (*sql.Tx, error) {
+	return drv.(*sqlite.Driver).DB().BeginTx(ctx, nil)
+}
+
+func (d *sqliteDB) Commit(_ context.Context, tx *sql.Tx) error   { return tx.Commit() }
+func (d *sqliteDB) Rollback(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
+func (d *sqliteDB) Exec(ctx context.Context, tx *sql.Tx, query string) error {
+	_, err := tx.ExecContext(ctx, query)
+	return err
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Harness[*sql.Tx]{NewDB: newDB})
+}

@@ -1,0 +1,620 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// executor runs the named queries on the handle (each call on its own) or in a
+// transaction.
+type executor struct {
+	db *sql.DB // set by Exec
+	tx *sql.Tx // set inside a transaction
+}
+
+var _ driver.Executor = (*executor)(nil)
+
+func (e *executor) conn() dbtx {
+	if e.tx != nil {
+		return e.tx
+	}
+	return e.db
+}
+
+// atomic runs fn's statements all or nothing: in a savepoint of the executor's
+// transaction (so a failure undoes only fn's statements, as a nested pgx
+// transaction does), or in a new BEGIN IMMEDIATE transaction of the handle's.
+// IMMEDIATE matters: a transaction that reads first and writes later could fail
+// with SQLITE_BUSY whatever the busy timeout, if another connection wrote between.
+func (e *executor) atomic(ctx context.Context, fn func(db dbtx) error) error {
+	if e.tx != nil {
+		return savepoint(ctx, e.tx, "oncepush_step", func() error { return fn(e.tx) })
+	}
+	tx, err := e.db.BeginTx(ctx, nil) // IMMEDIATE: the DSN's _txlock
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		// ROLLBACK TO keeps the savepoint on the stack; RELEASE pops it.
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name)
+	return err
+}
+
+// --- values at the boundary: times are INTEGER microseconds (UTC), lists JSON.
+
+// nowMicros is the statement's "now": the injected clock's, or the host's.
+func nowMicros(now *time.Time) int64 {
+	if now != nil {
+		return now.UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// optMicros is a nullable time parameter.
+func optMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// durMicros converts a duration for the @…_us parameters.
+func durMicros(d time.Duration) int64 { return d.Microseconds() }
+
+// timeCol scans an INTEGER microseconds column into a time.Time.
+type timeCol struct{ t *time.Time }
+
+func (c timeCol) Scan(src any) error {
+	us, ok := src.(int64)
+	if !ok {
+		return fmt.Errorf("sqlite: time column holds %T, want INTEGER microseconds", src)
+	}
+	*c.t = fromMicros(us)
+	return nil
+}
+
+// nullTimeCol scans a nullable INTEGER microseconds column.
+type nullTimeCol struct{ t **time.Time }
+
+func (c nullTimeCol) Scan(src any) error {
+	if src == nil {
+		*c.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (timeCol{&t}).Scan(src); err != nil {
+		return err
+	}
+	*c.t = &t
+	return nil
+}
+
+// jsonList encodes a list parameter for json_each: always an array, since
+// json_each of the JSON null yields a row.
+func jsonList[T any](v []T) (string, error) {
+	if v == nil {
+		v = []T{}
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// query runs a query and scans every row.
+func query[T any](ctx context.Context, db dbtx, scan func(scanner) (T, error), text string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func scanInt64(r scanner) (int64, error) {
+	var v int64
+	err := r.Scan(&v)
+	return v, err
+}
+
+func rowsAffected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// --- sending
+
+func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, error) {
+	var data any // NULL, not the JSON literal null, when there is no data
+	if p.Data != nil {
+		data = string(p.Data)
+	}
+	var id int64
+	err := e.conn().QueryRowContext(ctx, q.Get("MessageInsert"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("type", p.Type), sql.Named("title", p.Title),
+		sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
+		sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
+		sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
+	).Scan(&id)
+	return id, err
+}
+
+func (e *executor) MessageDelete(ctx context.Context, id int64) error {
+	_, err := e.conn().ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
+	return err
+}
+
+func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertManyParams) (int, error) {
+	if len(p.Recipients) != len(p.NotificationIDs) {
+		return 0, fmt.Errorf("sqlite: %d recipients but %d notification ids", len(p.Recipients), len(p.NotificationIDs))
+	}
+	pairs := make([][2]string, len(p.Recipients))
+	for i, r := range p.Recipients {
+		pairs[i] = [2]string{r, p.NotificationIDs[i]}
+	}
+	list, err := jsonList(pairs)
+	if err != nil {
+		return 0, err
+	}
+	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeliveryInsertMany"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
+		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
+	))
+}
+
+// Wake does nothing: SQLite cannot notify. Listen hears the commit through
+// PRAGMA data_version, and Client.Send wakes its own workers after committing.
+func (e *executor) Wake(context.Context) error { return nil }
+
+// --- claim
+
+func (e *executor) WithSavepoint(ctx context.Context, fn func() error) error {
+	if e.tx == nil {
+		return fn() // each statement commits on its own: there is nothing to abort
+	}
+	return savepoint(ctx, e.tx, "oncepush_eligibility", fn)
+}
+
+func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
+	now := nowMicros(p.Now)
+	res := &driver.DeliveryClaimResult{Now: fromMicros(now)}
+	// Two statements in one write transaction: see DeliveryClaimDue in queries.sql.
+	err := e.atomic(ctx, func(db dbtx) error {
+		type due struct{ id, prevLease int64 }
+		dues, err := query(ctx, db, func(r scanner) (due, error) {
+			var d due
+			err := r.Scan(&d.id, &d.prevLease)
+			return d, err
+		}, q.Get("DeliveryClaimDue"), sql.Named("now", now), sql.Named("max", p.Max))
+		if err != nil || len(dues) == 0 {
+			return err
+		}
+		ids := make([]int64, len(dues))
+		for i, d := range dues {
+			ids[i] = d.id
+		}
+		idList, err := jsonList(ids)
+		if err != nil {
+			return err
+		}
+		claimed, err := query(ctx, db, func(r scanner) (*driver.ClaimedDelivery, error) {
+			c := &driver.ClaimedDelivery{}
+			err := r.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts)
+			return c, err
+		}, q.Get("DeliveryClaim"), sql.Named("now", now), sql.Named("lease_id", p.LeaseID),
+			sql.Named("lease_us", durMicros(p.Lease)), sql.Named("ids", idList))
+		if err != nil {
+			return err
+		}
+		byID := make(map[int64]*driver.ClaimedDelivery, len(claimed))
+		for _, c := range claimed {
+			byID[c.ID] = c
+		}
+		for _, d := range dues { // in due order; RETURNING's order is unspecified
+			c, ok := byID[d.id]
+			if !ok {
+				return fmt.Errorf("sqlite: claim: delivery %d was due but not leased", d.id)
+			}
+			c.PrevLeaseID = d.prevLease
+			res.Rows = append(res.Rows, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
+	list, err := jsonList(ids)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, e.conn(), func(r scanner) (*driver.Message, error) {
+		m := &driver.Message{}
+		err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
+			&m.Ambiguity, timeCol{&m.ScheduledAt}, timeCol{&m.ExpiresAt}, timeCol{&m.CreatedAt})
+		return m, err
+	}, q.Get("MessageGetMany"), sql.Named("ids", list))
+}
+
+func scanDevice(r scanner) (*driver.Device, error) {
+	d := &driver.Device{}
+	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
+		&d.Locale, &d.TimeZone, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
+	return d, err
+}
+
+func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
+	list, err := jsonList(recipients)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipients"), sql.Named("recipients", list))
+}
+
+func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
+	list, err := jsonList(ids)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, e.conn(), func(r scanner) (*driver.DeviceAttempt, error) {
+		a := &driver.DeviceAttempt{}
+		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.State, &a.Submissions, &a.Ambiguous,
+			&a.ProviderID, &a.Error, nullTimeCol{&a.FirstSentAt}, nullTimeCol{&a.LastSentAt}, timeCol{&a.UpdatedAt})
+		return a, err
+	}, q.Get("DeviceAttemptListByDeliveries"), sql.Named("delivery_ids", list))
+}
+
+// --- record
+
+// deliveryUpdate is one element of DeliveryUpdateMany's @updates.
+type deliveryUpdate struct {
+	ID        int64   `json:"id"`
+	Status    string  `json:"status"`
+	Attempts  int     `json:"attempts"`
+	NextAt    *int64  `json:"next_at"`
+	DelayUS   int64   `json:"delay_us"`
+	LastError *string `json:"last_error"`
+}
+
+func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+	if len(p.Updates) == 0 {
+		return nil, nil
+	}
+	us := make([]deliveryUpdate, len(p.Updates))
+	for i, u := range p.Updates {
+		us[i] = deliveryUpdate{ID: u.ID, Status: u.Status, Attempts: u.Attempts, DelayUS: durMicros(u.Delay), LastError: u.LastError}
+		if u.NextAttemptAt != nil {
+			at := u.NextAttemptAt.UnixMicro()
+			us[i].NextAt = &at
+		}
+	}
+	list, err := jsonList(us)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, e.conn(), scanInt64, q.Get("DeliveryUpdateMany"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("lease_id", p.LeaseID), sql.Named("updates", list))
+}
+
+// attemptUpsert is one element of DeviceAttemptUpsertMany's @rows.
+type attemptUpsert struct {
+	DeliveryID  int64  `json:"delivery_id"`
+	DeviceID    int64  `json:"device_id"`
+	Transport   string `json:"transport"`
+	State       string `json:"state"`
+	Submissions int    `json:"submissions"`
+	Ambiguous   int    `json:"ambiguous"`
+	ProviderID  string `json:"provider_id"`
+	Error       string `json:"error"`
+}
+
+func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.DeviceAttemptUpsertManyParams) error {
+	if len(p.Rows) == 0 {
+		return nil
+	}
+	rows := make([]attemptUpsert, len(p.Rows))
+	for i, r := range p.Rows {
+		rows[i] = attemptUpsert{
+			DeliveryID: r.DeliveryID, DeviceID: r.DeviceID, Transport: r.Transport, State: r.State,
+			Submissions: r.SubmissionsDelta, Ambiguous: r.AmbiguousDelta, ProviderID: r.ProviderID, Error: r.Error,
+		}
+	}
+	list, err := jsonList(rows)
+	if err != nil {
+		return err
+	}
+	_, err = e.conn().ExecContext(ctx, q.Get("DeviceAttemptUpsertMany"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
+	return err
+}
+
+// deviceKey is one element of DeviceDeleteMany's @keys.
+type deviceKey struct {
+	ID        int64  `json:"id"`
+	Recipient string `json:"recipient"`
+	Token     string `json:"token"`
+}
+
+func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	ks := make([]deviceKey, len(keys))
+	for i, k := range keys {
+		ks[i] = deviceKey{ID: k.ID, Recipient: k.Recipient, Token: k.Token}
+	}
+	list, err := jsonList(ks)
+	if err != nil {
+		return 0, err
+	}
+	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeviceDeleteMany"), sql.Named("keys", list)))
+}
+
+func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	list, err := jsonList(ids)
+	if err != nil {
+		return nil, err
+	}
+	type lease struct{ id, lease int64 }
+	ls, err := query(ctx, e.conn(), func(r scanner) (lease, error) {
+		var l lease
+		err := r.Scan(&l.id, &l.lease)
+		return l, err
+	}, q.Get("DeliveryLeaseGetMany"), sql.Named("ids", list))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]int64, len(ls))
+	for _, l := range ls {
+		out[l.id] = l.lease
+	}
+	return out, nil
+}
+
+// --- devices
+
+func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterParams) (*driver.Device, error) {
+	var dev *driver.Device
+	err := e.atomic(ctx, func(db dbtx) error {
+		if p.Session != "" {
+			var revoked bool
+			if err := db.QueryRowContext(ctx, q.Get("SessionIsRevoked"), sql.Named("session", p.Session)).Scan(&revoked); err != nil {
+				return err
+			}
+			if revoked {
+				return driver.ErrSessionRevoked
+			}
+		}
+		// A token owned by another recipient moves: that registration is
+		// deleted and a new one (a new id) inserted. The write lock is held
+		// throughout, so unlike PostgreSQL no other owner can register the
+		// token in between and one round suffices.
+		if _, err := db.ExecContext(ctx, q.Get("DeviceDeleteOtherOwner"), sql.Named("transport", p.Transport),
+			sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)); err != nil {
+			return err
+		}
+		devs, err := query(ctx, db, scanDevice, q.Get("DeviceUpsert"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("recipient", p.Recipient), sql.Named("transport", p.Transport),
+			sql.Named("token", p.Token), sql.Named("token_key", p.TokenKey), sql.Named("platform", p.Platform),
+			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone))
+		if err != nil {
+			return err
+		}
+		if len(devs) != 1 {
+			return fmt.Errorf("sqlite: device registration for %s wrote %d rows, want 1", p.Transport, len(devs))
+		}
+		dev = devs[0]
+		_, err = db.ExecContext(ctx, q.Get("DeviceTrim"), sql.Named("recipient", p.Recipient), sql.Named("max", p.MaxPerRecipient))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return dev, nil
+}
+
+func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregisterParams) (int, error) {
+	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeviceUnregister"),
+		sql.Named("transport", p.Transport), sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)))
+}
+
+func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
+	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipient"), sql.Named("recipient", recipient))
+}
+
+func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
+	var deleted int
+	err := e.atomic(ctx, func(db dbtx) error {
+		if _, err := db.ExecContext(ctx, q.Get("SessionRevoke"),
+			sql.Named("session", session), sql.Named("now", nowMicros(now))); err != nil {
+			return err
+		}
+		var err error
+		deleted, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteBySession"), sql.Named("session", session)))
+		return err
+	})
+	return deleted, err
+}
+
+func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driver.RecipientDeleteResult, error) {
+	res := &driver.RecipientDeleteResult{}
+	err := e.atomic(ctx, func(db dbtx) error {
+		arg := sql.Named("recipient", recipient)
+		var err error
+		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
+			return err
+		}
+		res.Deliveries, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryDeleteByRecipient"), arg))
+		return err
+	})
+	return res, err
+}
+
+// --- reading the ledger
+
+func scanDelivery(r scanner) (*driver.Delivery, error) {
+	d := &driver.Delivery{}
+	err := r.Scan(&d.ID, &d.MessageID, &d.Recipient, &d.NotificationID, &d.DedupKey, &d.Status, &d.Attempts,
+		timeCol{&d.NextAttemptAt}, &d.LeaseID, &d.LastError, timeCol{&d.CreatedAt}, nullTimeCol{&d.FinishedAt})
+	return d, err
+}
+
+// withAttempts fills each delivery's ledger rows with one query.
+func (e *executor) withAttempts(ctx context.Context, ds []*driver.Delivery) ([]*driver.Delivery, error) {
+	if len(ds) == 0 {
+		return ds, nil
+	}
+	ids := make([]int64, len(ds))
+	byID := make(map[int64]*driver.Delivery, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+		byID[d.ID] = d
+	}
+	as, err := e.DeviceAttemptListByDeliveries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range as {
+		byID[a.DeliveryID].Devices = append(byID[a.DeliveryID].Devices, a)
+	}
+	return ds, nil
+}
+
+func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery, error) {
+	d, err := scanDelivery(e.conn().QueryRowContext(ctx, q.Get("DeliveryGet"), sql.Named("id", id)))
+	if err != nil {
+		return nil, translate(err)
+	}
+	if _, err := e.withAttempts(ctx, []*driver.Delivery{d}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*driver.Delivery, error) {
+	ds, err := query(ctx, e.conn(), scanDelivery, q.Get("DeliveryListByMessage"),
+		sql.Named("message_id", messageID), sql.Named("after_id", afterID), sql.Named("max", limit))
+	if err != nil {
+		return nil, err
+	}
+	return e.withAttempts(ctx, ds)
+}
+
+func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
+	ds, err := query(ctx, e.conn(), scanDelivery, q.Get("DeliveryListByRecipient"),
+		sql.Named("recipient", recipient), sql.Named("before_id", beforeID), sql.Named("max", limit))
+	if err != nil {
+		return nil, err
+	}
+	return e.withAttempts(ctx, ds)
+}
+
+func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
+	type count struct {
+		status string
+		n      int
+	}
+	cs, err := query(ctx, e.conn(), func(r scanner) (count, error) {
+		var c count
+		err := r.Scan(&c.status, &c.n)
+		return c, err
+	}, q.Get("DeliveryCountByStatus"), sql.Named("message_id", messageID))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(cs))
+	for _, c := range cs {
+		out[c.status] = c.n
+	}
+	return out, nil
+}
+
+// --- cleanup and housekeeping
+
+func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
+	owners, err := query(ctx, e.conn(), func(r scanner) (string, error) {
+		var s string
+		err := r.Scan(&s)
+		return s, err
+	}, q.Get("LockAcquire"), sql.Named("now", nowMicros(p.Now)), sql.Named("name", p.Name),
+		sql.Named("owner", p.Owner), sql.Named("ttl_us", durMicros(p.TTL)))
+	return len(owners) == 1, err
+}
+
+func (e *executor) LockRelease(ctx context.Context, p *driver.LockParams) error {
+	_, err := e.conn().ExecContext(ctx, q.Get("LockRelease"), sql.Named("name", p.Name), sql.Named("owner", p.Owner))
+	return err
+}
+
+func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupParams) (int, error) {
+	return rowsAffected(e.conn().ExecContext(ctx, q.Get(name),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit)))
+}
+
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+}
+
+func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+}
+
+func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "SessionDeleteRevoked", p)
+}
+
+func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
+	var n int
+	var oldest time.Time
+	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryOverdue"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age))).Scan(&n, timeCol{&oldest})
+	return n, oldest, err
+}
+
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, time.Duration, error) {
+	var n int
+	var ageUS int64
+	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryDueStats"), sql.Named("now", nowMicros(now))).Scan(&n, &ageUS)
+	return n, time.Duration(ageUS) * time.Microsecond, err
+}

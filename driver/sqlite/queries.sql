@@ -1,0 +1,314 @@
+-- Named queries of the SQLite driver.
+--
+-- Times are INTEGER microseconds since the Unix epoch (UTC). SQLite has no clock
+-- worth trusting more than the host's, so the driver always passes @now: the
+-- injected clock's time, or the host's when there is none. Durations arrive as
+-- microseconds too (@…_us).
+--
+-- SQLite has no arrays: lists arrive as JSON text and are read with json_each,
+-- one statement per table per batch as in PostgreSQL. A list of records is a
+-- JSON array of objects read with ->> '$.field'.
+--
+-- An INSERT … SELECT followed by ON CONFLICT carries a WHERE clause (WHERE true
+-- at least): without one SQLite's parser cannot tell the upsert's ON from a
+-- join constraint.
+
+-- name: MessageInsert :one
+INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
+                              scheduled_at, expires_at, created_at)
+VALUES (@type, @title, @body, json(@data), @link, @image, @category, @ambiguity,
+        coalesce(@scheduled_at, @now),
+        coalesce(@scheduled_at, @now) + @lifetime_us,
+        @now)
+RETURNING id;
+
+-- name: MessageDelete :exec
+DELETE FROM oncepush_message WHERE id = @id;
+
+-- name: DeliveryInsertMany :execrows
+-- @deliveries: [[recipient, notification id], …]; pairs rather than two lists,
+-- since joining two json_each by key would compare every element with every other.
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''), coalesce(@scheduled_at, @now), @now
+FROM json_each(@deliveries) AS u
+WHERE true
+ORDER BY u.key
+ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
+
+-- name: DeliveryClaimDue :many
+-- The first half of the claim: the due rows and the lease each carries now.
+-- PostgreSQL claims in one statement (a MATERIALIZED CTE with FOR UPDATE SKIP
+-- LOCKED) because other transactions claim at the same moment, and an
+-- UPDATE … WHERE id IN (subquery LIMIT n) could claim more than n there. Neither
+-- concern applies here: the claim runs in a BEGIN IMMEDIATE transaction, which
+-- holds the database's one write lock from its first statement to its commit,
+-- so no other claimer can read or change these rows in between, and the UPDATE
+-- below changes exactly the ids this statement returned. Two statements are
+-- needed only because SQLite's RETURNING sees the new row, never the old
+-- lease_id.
+SELECT id, coalesce(lease_id, 0)
+FROM oncepush_delivery
+WHERE status = 'pending'
+  AND next_attempt_at <= @now
+ORDER BY next_attempt_at, id
+LIMIT @max;
+
+-- name: DeliveryClaim :many
+-- The second half: lease the rows DeliveryClaimDue returned (a JSON array of ids).
+UPDATE oncepush_delivery
+SET lease_id        = @lease_id,
+    next_attempt_at = @now + @lease_us
+WHERE id IN (SELECT value FROM json_each(@ids))
+RETURNING id, message_id, recipient, notification_id, attempts;
+
+-- name: MessageGetMany :many
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+FROM oncepush_message
+WHERE id IN (SELECT value FROM json_each(@ids));
+
+-- name: DeviceListByRecipients :many
+SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
+       d.time_zone, d.created_at, d.registered_at
+FROM oncepush_device d
+WHERE d.recipient IN (SELECT value FROM json_each(@recipients))
+  AND (d.session = '' OR NOT EXISTS (
+        SELECT 1 FROM oncepush_revoked_session s WHERE s.session = d.session))
+ORDER BY d.recipient, d.id;
+
+-- name: DeviceAttemptListByDeliveries :many
+SELECT delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error,
+       first_sent_at, last_sent_at, updated_at
+FROM oncepush_device_attempt
+WHERE delivery_id IN (SELECT value FROM json_each(@delivery_ids))
+ORDER BY delivery_id, device_id;
+
+-- name: DeliveryUpdateMany :many
+-- Guarded by the lease: a run whose lease was taken changes nothing.
+-- @updates: [{"id", "status", "attempts", "next_at" (µs or null), "delay_us",
+-- "last_error" (text or null)}, …]
+UPDATE oncepush_delivery
+SET status          = u.status,
+    attempts        = u.attempts,
+    next_attempt_at = CASE WHEN u.status = 'pending'
+                           THEN coalesce(u.next_at, @now + u.delay_us)
+                           ELSE oncepush_delivery.next_attempt_at END,
+    lease_id        = NULL,
+    last_error      = coalesce(u.last_error, oncepush_delivery.last_error),
+    finished_at     = CASE WHEN u.status = 'pending' THEN NULL ELSE @now END
+FROM (SELECT value ->> '$.id'         AS id,
+             value ->> '$.status'     AS status,
+             value ->> '$.attempts'   AS attempts,
+             value ->> '$.next_at'    AS next_at,
+             value ->> '$.delay_us'   AS delay_us,
+             value ->> '$.last_error' AS last_error
+      FROM json_each(@updates)) AS u
+WHERE oncepush_delivery.id = u.id
+  AND oncepush_delivery.lease_id = @lease_id
+RETURNING id;
+
+-- name: DeviceAttemptUpsertMany :exec
+-- @rows: [{"delivery_id", "device_id", "transport", "state", "submissions",
+-- "ambiguous", "provider_id", "error"}, …].
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, state, submissions,
+                                          ambiguous, provider_id, error, first_sent_at,
+                                          last_sent_at, updated_at)
+SELECT u.value ->> '$.delivery_id', u.value ->> '$.device_id', u.value ->> '$.transport',
+       u.value ->> '$.state', u.value ->> '$.submissions', u.value ->> '$.ambiguous',
+       u.value ->> '$.provider_id', u.value ->> '$.error',
+       CASE WHEN u.value ->> '$.state' = 'sending' THEN @now END,
+       CASE WHEN u.value ->> '$.state' = 'sending' THEN @now END,
+       @now
+FROM json_each(@rows) AS u
+WHERE true
+ON CONFLICT (delivery_id, device_id) DO UPDATE
+SET state         = excluded.state,
+    submissions   = a.submissions + excluded.submissions,
+    ambiguous     = a.ambiguous + excluded.ambiguous,
+    provider_id   = CASE WHEN excluded.provider_id <> '' THEN excluded.provider_id ELSE a.provider_id END,
+    error         = CASE WHEN excluded.state = 'sending' THEN a.error ELSE excluded.error END,
+    first_sent_at = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
+                         ELSE coalesce(a.first_sent_at, excluded.first_sent_at) END,
+    last_sent_at  = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
+                         ELSE coalesce(excluded.last_sent_at, a.last_sent_at) END,
+    updated_at    = excluded.updated_at;
+
+-- name: DeviceDeleteMany :execrows
+-- Matches (id, recipient, token): a token that moved to a new owner has a new id.
+-- @keys: [{"id", "recipient", "token"}, …].
+DELETE FROM oncepush_device
+WHERE (id, recipient, token) IN (SELECT value ->> '$.id', value ->> '$.recipient', value ->> '$.token'
+                                 FROM json_each(@keys));
+
+-- name: DeliveryLeaseGetMany :many
+SELECT id, coalesce(lease_id, 0) FROM oncepush_delivery WHERE id IN (SELECT value FROM json_each(@ids));
+
+-- name: SessionIsRevoked :one
+SELECT EXISTS (SELECT 1 FROM oncepush_revoked_session WHERE session = @session);
+
+-- name: DeviceDeleteOtherOwner :exec
+DELETE FROM oncepush_device
+WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipient;
+
+-- name: DeviceUpsert :one
+-- Updates only the same owner's row. DeviceRegister first deletes another
+-- owner's registration in the same write transaction, so a conflict here is
+-- always with the same owner.
+INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
+                                  time_zone, created_at, registered_at)
+VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @now, @now)
+ON CONFLICT (transport, token_key) DO UPDATE
+SET token         = excluded.token,
+    platform      = excluded.platform,
+    session       = excluded.session,
+    locale        = excluded.locale,
+    time_zone     = excluded.time_zone,
+    registered_at = excluded.registered_at
+WHERE d.recipient = excluded.recipient
+RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+          created_at, registered_at;
+
+-- name: DeviceTrim :exec
+-- A recipient keeps its @max most recently registered devices.
+DELETE FROM oncepush_device
+WHERE recipient = @recipient
+  AND id NOT IN (SELECT id FROM oncepush_device
+                 WHERE recipient = @recipient
+                 ORDER BY registered_at DESC, id DESC
+                 LIMIT @max);
+
+-- name: DeviceUnregister :execrows
+DELETE FROM oncepush_device
+WHERE transport = @transport AND token_key = @token_key
+  AND (@recipient = '' OR recipient = @recipient);
+
+-- name: DeviceListByRecipient :many
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+       created_at, registered_at
+FROM oncepush_device
+WHERE recipient = @recipient
+ORDER BY registered_at DESC, id DESC;
+
+-- name: SessionRevoke :exec
+INSERT INTO oncepush_revoked_session (session, revoked_at)
+VALUES (@session, @now)
+ON CONFLICT (session) DO NOTHING;
+
+-- name: DeviceDeleteBySession :execrows
+-- session <> '' lets the planner use the partial index oncepush_device_session
+-- (it cannot know that @session is never empty).
+DELETE FROM oncepush_device WHERE session = @session AND session <> '';
+
+-- name: DeviceDeleteByRecipient :execrows
+DELETE FROM oncepush_device WHERE recipient = @recipient;
+
+-- name: DeliveryDeleteByRecipient :execrows
+-- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
+DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+
+-- name: DeliveryGet :one
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE id = @id;
+
+-- name: DeliveryListByMessage :many
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE message_id = @message_id AND id > @after_id
+ORDER BY id
+LIMIT @max;
+
+-- name: DeliveryListByRecipient :many
+SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
+       next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
+FROM oncepush_delivery
+WHERE recipient = @recipient AND (@before_id = 0 OR id < @before_id)
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: DeliveryCountByStatus :many
+SELECT status, count(*) FROM oncepush_delivery WHERE message_id = @message_id GROUP BY status;
+
+-- name: LockAcquire :one
+INSERT INTO oncepush_lock AS l (name, owner, locked_until)
+VALUES (@name, @owner, @now + @ttl_us)
+ON CONFLICT (name) DO UPDATE
+SET owner = excluded.owner, locked_until = excluded.locked_until
+WHERE l.locked_until < @now OR l.owner = excluded.owner
+RETURNING owner;
+
+-- name: LockRelease :exec
+DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
+
+-- name: DeliveryDeleteFinished :execrows
+-- One statement, so no row can change between choosing and deleting (and no
+-- SKIP LOCKED is needed: the statement holds the write lock throughout).
+DELETE FROM oncepush_delivery
+WHERE id IN (SELECT id FROM oncepush_delivery
+             WHERE status <> 'pending'
+               AND finished_at < @now - @age_us
+             ORDER BY finished_at
+             LIMIT @max);
+
+-- name: MessageDeleteOrphans :execrows
+DELETE FROM oncepush_message
+WHERE id IN (SELECT m.id FROM oncepush_message m
+             WHERE m.created_at < @now - @age_us
+               AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
+             ORDER BY m.created_at
+             LIMIT @max);
+
+-- name: SessionDeleteRevoked :execrows
+DELETE FROM oncepush_revoked_session
+WHERE session IN (SELECT session FROM oncepush_revoked_session
+                  WHERE revoked_at < @now - @age_us
+                  LIMIT @max);
+
+-- name: DeliveryOverdue :one
+SELECT count(*), coalesce(min(next_attempt_at), 0)
+FROM oncepush_delivery
+WHERE status = 'pending'
+  AND next_attempt_at < @now - @age_us;
+
+-- name: DeliveryDueStats :one
+-- The age of the oldest due delivery, in microseconds.
+SELECT count(*), coalesce(@now - min(next_attempt_at), 0)
+FROM oncepush_delivery
+WHERE status = 'pending' AND next_attempt_at <= @now;
+
+-- name: DataVersion :one
+-- Changes whenever another connection commits to the file (Listen polls it).
+PRAGMA data_version;
+
+-- name: QuickCheck :many
+PRAGMA quick_check;
+
+-- name: JournalMode :one
+PRAGMA journal_mode;
+
+-- name: ForeignKeys :one
+PRAGMA foreign_keys;
+
+-- name: MainFile :one
+SELECT file FROM pragma_database_list WHERE name = 'main';
+
+-- name: Backup :exec
+-- A consistent, compacted copy in a new file, read from one snapshot.
+VACUUM INTO @dst;
+
+-- name: MigrationTableCreate :exec
+CREATE TABLE IF NOT EXISTS oncepush_migration (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+) STRICT;
+
+-- name: MigrationList :many
+SELECT version FROM oncepush_migration ORDER BY version;
+
+-- name: MigrationInsert :exec
+INSERT INTO oncepush_migration (version, name, applied_at) VALUES (@version, @name, @now);
+
+-- name: MigrationTableExists :one
+SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'oncepush_migration');

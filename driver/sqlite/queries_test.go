@@ -1,0 +1,59 @@
+package sqlite
+
+import (
+	"database/sql"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestQueriesReadThroughIndexes: no named query scans a whole table. The
+// ledger grows to millions of rows, and a statement that scans it holds the
+// one write lock meanwhile; SQLite's planner cannot use a partial index unless
+// the query repeats its predicate, which is easy to forget.
+func TestQueriesReadThroughIndexes(t *testing.T) {
+	t.Parallel()
+	drv, err := Open(filepath.Join(t.TempDir(), "plans.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`@[a-z_]+`)
+	// A full scan is "SCAN table" with no index; json_each and pragma
+	// functions are virtual tables, scanned by design.
+	fullScan := regexp.MustCompile(`^SCAN \w+$`)
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		text := q.Get(name)
+		if strings.HasPrefix(text, "PRAGMA") || strings.HasPrefix(name, "Migration") {
+			continue
+		}
+		var args []any
+		for _, p := range slices.Compact(slices.Sorted(slices.Values(param.FindAllString(text, -1)))) {
+			args = append(args, sql.Named(p[1:], "[]"))
+		}
+		rows, err := drv.DB().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, args...)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			if fullScan.MatchString(detail) {
+				t.Errorf("%s scans a whole table: %s", name, detail)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
