@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/backoff"
@@ -186,9 +187,11 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 
 		var msgIDs, ids []int64
 		var recipients []string
+		seenMsg := map[int64]bool{}
 		for _, r := range res.Rows {
 			ids = append(ids, r.ID)
-			if !slices.Contains(msgIDs, r.MessageID) {
+			if !seenMsg[r.MessageID] {
+				seenMsg[r.MessageID] = true
 				msgIDs = append(msgIDs, r.MessageID)
 			}
 			recipients = append(recipients, r.Recipient)
@@ -669,6 +672,24 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 	return nil
 }
 
+// maxTextBytes bounds a provider's text in the ledger.
+const maxTextBytes = 1000
+
+// cleanText makes a provider's words storable: valid UTF-8 (PostgreSQL refuses
+// anything else, and a refused record would turn an answer into an ambiguity)
+// without NUL bytes, at most maxTextBytes.
+func cleanText(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > maxTextBytes {
+		cut := maxTextBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
 // invalidKey is an invalid-token deletion, kept with its delivery so it is
 // applied only when the run still owns the delivery.
 type invalidKey struct {
@@ -699,7 +720,7 @@ func (c *clientCore) planRecord(b *batch) ([]driver.DeliveryUpdate, *attemptWrit
 				continue
 			}
 			r := p.res
-			text := r.Text
+			text := cleanText(r.Text)
 			if text == "" {
 				text = r.Outcome.String()
 			}
@@ -707,7 +728,7 @@ func (c *clientCore) planRecord(b *batch) ([]driver.DeliveryUpdate, *attemptWrit
 			devErr := fmt.Sprintf("%s device %d: %s", p.dev.Transport, p.dev.ID, text)
 			switch r.Outcome {
 			case OutcomeAccepted:
-				w.State, w.ProviderID, w.Error = driver.AttemptAccepted, r.ProviderID, ""
+				w.State, w.ProviderID, w.Error = driver.AttemptAccepted, cleanText(r.ProviderID), ""
 				d.accepted = true
 			case OutcomeInvalidToken:
 				w.State = driver.AttemptInvalid

@@ -61,6 +61,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"MaybeSentPolicies", testMaybeSent[TTx]},
 		{"ProviderFailuresBackOff", testProviderFailures[TTx]},
 		{"InvalidTokenDeletesOnlyThatTransport", testInvalidToken[TTx]},
+		{"ProviderTextIsStorable", testProviderTextStorable[TTx]},
 		{"InvalidAnswerForMovedTokenKeepsNewOwner", testInvalidMovedToken[TTx]},
 		{"NoDevicesAndNoProvider", testNoDevicesNoProvider[TTx]},
 		{"EligibilitySkipDelayExpire", testEligibility[TTx]},

@@ -342,6 +342,22 @@ func testProviderFailures[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// testProviderTextIsStorable: a provider answering bytes that are not UTF-8
+// (or NULs, or a novel) is still recorded, not turned into a failed record.
+func testProviderTextStorable[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	dev := b.register("r1", oncepush.TransportFCM)[0]
+	b.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "400 bad \xff\xfe bytes\x00 " + strings.Repeat("é", 2000)})
+	b.send([]string{"r1"}, msg("x"), nil)
+	b.drain()
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusFailed)
+	a := attempt(t, d, dev.ID)
+	if a.State != oncepush.AttemptRejected || !strings.HasPrefix(a.Error, "fcm 400 bad \uFFFD bytes ") || len(a.Error) > 1100 {
+		t.Fatalf("ledger: state %s, error %q (%d bytes)", a.State, a.Error[:min(60, len(a.Error))], len(a.Error))
+	}
+}
+
 func testInvalidToken[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
 	// The same token string under two transports is two devices.
