@@ -14,8 +14,10 @@ import (
 // executor runs the named queries on the handle (each call on its own) or in a
 // transaction.
 type executor struct {
-	db *sql.DB // set by Exec
-	tx *sql.Tx // set inside a transaction
+	db   *sql.DB    // set by Exec
+	tx   *sql.Tx    // set inside a transaction
+	gate *writeGate // with db: writes wait their turn here
+	busy time.Duration
 }
 
 var _ driver.Executor = (*executor)(nil)
@@ -36,6 +38,10 @@ func (e *executor) atomic(ctx context.Context, fn func(db dbtx) error) error {
 	if e.tx != nil {
 		return savepoint(ctx, e.tx, "oncepush_step", func() error { return fn(e.tx) })
 	}
+	if err := e.gate.enter(ctx, e.busy); err != nil {
+		return err
+	}
+	defer e.gate.leave()
 	tx, err := e.db.BeginTx(ctx, nil) // IMMEDIATE: the DSN's _txlock
 	if err != nil {
 		return err
@@ -45,6 +51,40 @@ func (e *executor) atomic(ctx context.Context, fn func(db dbtx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// write runs a writing statement: on the executor's transaction, or alone in
+// a BEGIN IMMEDIATE transaction of its own after waiting for this process's
+// write turn (see writeGate). Unlike atomic it adds no savepoint inside a
+// transaction: the engine's hot path runs its writes through it.
+func (e *executor) write(ctx context.Context, fn func(db dbtx) error) error {
+	if e.tx != nil {
+		return fn(e.tx)
+	}
+	if err := e.gate.enter(ctx, e.busy); err != nil {
+		return err
+	}
+	defer e.gate.leave()
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// written is write for a statement with a result.
+func written[T any](ctx context.Context, e *executor, fn func(db dbtx) (T, error)) (T, error) {
+	var out T
+	err := e.write(ctx, func(db dbtx) error {
+		var err error
+		out, err = fn(db)
+		return err
+	})
+	return out, err
 }
 
 func savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) error {
@@ -167,19 +207,23 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	if p.Data != nil {
 		data = string(p.Data)
 	}
-	var id int64
-	err := e.conn().QueryRowContext(ctx, q.Get("MessageInsert"),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("type", p.Type), sql.Named("title", p.Title),
-		sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
-		sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
-		sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
-	).Scan(&id)
-	return id, err
+	return written(ctx, e, func(db dbtx) (int64, error) {
+		var id int64
+		err := db.QueryRowContext(ctx, q.Get("MessageInsert"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("type", p.Type), sql.Named("title", p.Title),
+			sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
+			sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
+			sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
+		).Scan(&id)
+		return id, err
+	})
 }
 
 func (e *executor) MessageDelete(ctx context.Context, id int64) error {
-	_, err := e.conn().ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
-	return err
+	return e.write(ctx, func(db dbtx) error {
+		_, err := db.ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
+		return err
+	})
 }
 
 func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertManyParams) (int, error) {
@@ -194,10 +238,12 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 	if err != nil {
 		return 0, err
 	}
-	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeliveryInsertMany"),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
-		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
-	))
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("DeliveryInsertMany"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
+			sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
+		))
+	})
 }
 
 // Wake does nothing: SQLite cannot notify. Listen hears the commit through
@@ -333,8 +379,10 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 	if err != nil {
 		return nil, err
 	}
-	return query(ctx, e.conn(), scanInt64, q.Get("DeliveryUpdateMany"),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("lease_id", p.LeaseID), sql.Named("updates", list))
+	return written(ctx, e, func(db dbtx) ([]int64, error) {
+		return query(ctx, db, scanInt64, q.Get("DeliveryUpdateMany"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("lease_id", p.LeaseID), sql.Named("updates", list))
+	})
 }
 
 // attemptUpsert is one element of DeviceAttemptUpsertMany's @rows.
@@ -364,9 +412,11 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 	if err != nil {
 		return err
 	}
-	_, err = e.conn().ExecContext(ctx, q.Get("DeviceAttemptUpsertMany"),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
-	return err
+	return e.write(ctx, func(db dbtx) error {
+		_, err := db.ExecContext(ctx, q.Get("DeviceAttemptUpsertMany"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
+		return err
+	})
 }
 
 // deviceKey is one element of DeviceDeleteMany's @keys.
@@ -388,7 +438,9 @@ func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey
 	if err != nil {
 		return 0, err
 	}
-	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeviceDeleteMany"), sql.Named("keys", list)))
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteMany"), sql.Named("keys", list)))
+	})
 }
 
 func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
@@ -455,8 +507,10 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 }
 
 func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregisterParams) (int, error) {
-	return rowsAffected(e.conn().ExecContext(ctx, q.Get("DeviceUnregister"),
-		sql.Named("transport", p.Transport), sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)))
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("DeviceUnregister"),
+			sql.Named("transport", p.Transport), sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)))
+	})
 }
 
 func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
@@ -573,23 +627,29 @@ func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (
 // --- cleanup and housekeeping
 
 func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
-	owners, err := query(ctx, e.conn(), func(r scanner) (string, error) {
-		var s string
-		err := r.Scan(&s)
-		return s, err
-	}, q.Get("LockAcquire"), sql.Named("now", nowMicros(p.Now)), sql.Named("name", p.Name),
-		sql.Named("owner", p.Owner), sql.Named("ttl_us", durMicros(p.TTL)))
+	owners, err := written(ctx, e, func(db dbtx) ([]string, error) {
+		return query(ctx, db, func(r scanner) (string, error) {
+			var s string
+			err := r.Scan(&s)
+			return s, err
+		}, q.Get("LockAcquire"), sql.Named("now", nowMicros(p.Now)), sql.Named("name", p.Name),
+			sql.Named("owner", p.Owner), sql.Named("ttl_us", durMicros(p.TTL)))
+	})
 	return len(owners) == 1, err
 }
 
 func (e *executor) LockRelease(ctx context.Context, p *driver.LockParams) error {
-	_, err := e.conn().ExecContext(ctx, q.Get("LockRelease"), sql.Named("name", p.Name), sql.Named("owner", p.Owner))
-	return err
+	return e.write(ctx, func(db dbtx) error {
+		_, err := db.ExecContext(ctx, q.Get("LockRelease"), sql.Named("name", p.Name), sql.Named("owner", p.Owner))
+		return err
+	})
 }
 
 func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupParams) (int, error) {
-	return rowsAffected(e.conn().ExecContext(ctx, q.Get(name),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit)))
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get(name),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit)))
+	})
 }
 
 func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {

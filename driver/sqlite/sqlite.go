@@ -79,6 +79,8 @@ var (
 	ErrReadOnly = errors.New("sqlite: database cannot be written")
 	// ErrCorrupt: the file is not an SQLite database, or fails PRAGMA quick_check.
 	ErrCorrupt = errors.New("sqlite: database file is corrupt or not a database")
+	// ErrBusy: a write waited longer than the busy timeout for its turn.
+	ErrBusy = errors.New("sqlite: database busy")
 )
 
 // Options configures Open. The zero value of every field means its default.
@@ -113,7 +115,8 @@ type Driver struct {
 	db   *sql.DB
 	path string // the file, when Open made the handle; "" for New until Listen asks
 	opts Options
-	own  bool // Close closes db
+	own  bool       // Close closes db
+	gate *writeGate // this process's writers to the file, in turn
 }
 
 var _ driver.Driver[*sql.Tx] = (*Driver)(nil)
@@ -192,7 +195,7 @@ func Open(path string, opts *Options) (*Driver, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Driver{db: db, path: abs, opts: o, own: true}, nil
+	return &Driver{db: db, path: abs, opts: o, own: true, gate: gateFor(abs)}, nil
 }
 
 // checkPath refuses a path whose directory is missing or that is not a regular
@@ -309,7 +312,13 @@ func openError(path string, err error) error {
 // DSN (or the same settings): without _txlock=immediate concurrent writers fail
 // with SQLITE_BUSY, without foreign_keys=ON deleting a delivery leaves its
 // ledger rows behind. Bound its connections with SetMaxOpenConns.
-func New(db *sql.DB) *Driver { return &Driver{db: db, opts: withDefaults(nil)} }
+func New(db *sql.DB) *Driver {
+	var file string
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = db.QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file)
+	return &Driver{db: db, opts: withDefaults(nil), gate: gateFor(file)}
+}
 
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "sqlite" }
@@ -344,6 +353,10 @@ func (d *Driver) Backup(ctx context.Context, dst string) error {
 // InTx implements driver.Driver. The transaction is BEGIN IMMEDIATE (the DSN's
 // _txlock), so it holds the write lock from its start to its end.
 func (d *Driver) InTx(ctx context.Context, fn func(context.Context, *sql.Tx, driver.Executor) error) error {
+	if err := d.gate.enter(ctx, d.opts.BusyTimeout); err != nil {
+		return err
+	}
+	defer d.gate.leave()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -356,7 +369,9 @@ func (d *Driver) InTx(ctx context.Context, fn func(context.Context, *sql.Tx, dri
 }
 
 // Exec implements driver.Driver.
-func (d *Driver) Exec() driver.Executor { return &executor{db: d.db} }
+func (d *Driver) Exec() driver.Executor {
+	return &executor{db: d.db, gate: d.gate, busy: d.opts.BusyTimeout}
+}
 
 // UnwrapExecutor implements driver.Driver. The transaction should have been
 // begun on a handle opened with DSN, so that it is IMMEDIATE.
