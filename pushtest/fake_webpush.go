@@ -37,7 +37,14 @@ type fakeWebPush struct {
 
 	mu   sync.Mutex
 	subs map[string]*fakeSubscription // by endpoint id
+	// vapidOK remembers Authorization headers whose VAPID JWT verified, and
+	// when: the same header is trusted for vapidReuse without a new signature
+	// check (a push service, too, need not verify a JWT it has just verified).
+	vapidOK map[string]time.Time
 }
+
+// vapidReuse is how long a verified Authorization header is trusted again.
+const vapidReuse = time.Minute
 
 // fakeSubscription is what a browser keeps for one subscription.
 type fakeSubscription struct {
@@ -54,7 +61,7 @@ const (
 )
 
 func newFakeWebPush(s *FakeServer) *fakeWebPush {
-	f := &fakeWebPush{s: s, subs: map[string]*fakeSubscription{}}
+	f := &fakeWebPush{s: s, subs: map[string]*fakeSubscription{}, vapidOK: map[string]time.Time{}}
 	s.mux.HandleFunc("POST /webpush/{id}", f.push)
 	return f
 }
@@ -140,9 +147,14 @@ func (f *fakeWebPush) push(w http.ResponseWriter, r *http.Request) {
 			webPushRefusal(http.StatusRequestEntityTooLarge, "body is larger than 4096 bytes"))
 		return
 	}
-	if status, msg := checkVAPID(r.Header.Get("Authorization"), "https://"+r.Host, time.Now()); status != 0 {
-		refuse(w, status, webPushRefusal(status, msg))
-		return
+	if !f.vapidKnown(r) {
+		if status, msg := checkVAPID(r.Header.Get("Authorization"), "https://"+r.Host, time.Now()); status != 0 {
+			refuse(w, status, webPushRefusal(status, msg))
+			return
+		}
+		f.mu.Lock()
+		f.vapidOK[r.Host+" "+r.Header.Get("Authorization")] = time.Now()
+		f.mu.Unlock()
 	}
 
 	f.mu.Lock()
@@ -178,6 +190,15 @@ func (f *fakeWebPush) push(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", f.s.URL+"/webpush/msg/"+strconv.FormatInt(seq, 10))
 		w.WriteHeader(http.StatusCreated)
 	})
+}
+
+// vapidKnown reports whether the request's Authorization header verified for
+// this host within vapidReuse.
+func (f *fakeWebPush) vapidKnown(r *http.Request) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.vapidOK[r.Host+" "+r.Header.Get("Authorization")]
+	return ok && time.Since(at) < vapidReuse
 }
 
 // checkWebPushHeaders returns what is wrong with a push request's headers

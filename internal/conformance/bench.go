@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,9 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 		names := make([]string, recipients)
 		var msgIDs []int64
 		var wg sync.WaitGroup
+		var regErr error
+		var regMu sync.Mutex
+		regStart := time.Now()
 		sem := make(chan struct{}, 8)
 		for r := range names {
 			names[r] = fmt.Sprintf("bench-%06d", r)
@@ -44,12 +48,17 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 				for _, tr := range transports {
 					tok := tokenFor(tr, names[r])
 					if _, err := seed.RegisterDevice(ctx, oncepush.Device{Recipient: names[r], Transport: tr, Token: tok}); err != nil {
-						b.Error(err)
+						regMu.Lock()
+						regErr = cmp.Or(regErr, fmt.Errorf("register %s %s at %s: %w", names[r], tr, time.Since(regStart), err))
+						regMu.Unlock()
 					}
 				}
 			})
 		}
 		wg.Wait()
+		if regErr != nil {
+			b.Fatal(regErr)
+		}
 		for r := 0; r < recipients; r += 1000 {
 			end := min(r+1000, recipients)
 			res, err := seed.Send(ctx, names[r:end], oncepush.Message{Title: "bench", Body: "drain me"}, nil)
@@ -91,8 +100,10 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 				b.Fatal(err)
 			}
 		}
-		for total() < want {
-			time.Sleep(time.Millisecond)
+		for deadline := time.Now().Add(10 * time.Minute); total() < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("after 10 minutes, %d of %d sends", total(), want)
+			}
 		}
 		// Stop waits for the last records: the drain is over when it returns.
 		for _, c := range cs {

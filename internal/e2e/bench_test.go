@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +20,7 @@ import (
 // BenchmarkProviders measures device sends per second through the engine and
 // the real provider clients into the fake providers over loopback HTTP/2, with
 // the fake answering at once and after 50 ms. Run with -benchtime=1x; see
-// docs/benchmarks.md. ONCEPUSH_BENCH_SENDS is not read: the size is fixed so
-// runs compare.
+// docs/benchmarks.md. ONCEPUSH_BENCH_CPUPROFILE=file profiles the drain only.
 func BenchmarkProviders(b *testing.B) {
 	const sends = 20000
 	for _, tr := range oncepush.Transports {
@@ -78,6 +79,17 @@ func benchProvider(b *testing.B, tr oncepush.Transport, latency time.Duration, n
 		}
 		fake.SetLatency(tr, latency)
 
+		if path := os.Getenv("ONCEPUSH_BENCH_CPUPROFILE"); path != "" {
+			// The drain only, without the set-up -test.cpuprofile would include.
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 		b.StartTimer()
 		start := time.Now()
 		if err := client.Start(ctx); err != nil {
