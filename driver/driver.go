@@ -410,3 +410,26 @@ type CleanupParams struct {
 	Age   time.Duration
 	Limit int
 }
+
+// AttachAttempts fills each delivery's Devices with its ledger rows, read with
+// one DeviceAttemptListByDeliveries call: the drivers' list and get methods
+// share it.
+func AttachAttempts(ctx context.Context, ex Executor, ds []*Delivery) ([]*Delivery, error) {
+	if len(ds) == 0 {
+		return ds, nil
+	}
+	ids := make([]int64, len(ds))
+	byID := make(map[int64]*Delivery, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+		byID[d.ID] = d
+	}
+	as, err := ex.DeviceAttemptListByDeliveries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range as {
+		byID[a.DeliveryID].Devices = append(byID[a.DeliveryID].Devices, a)
+	}
+	return ds, nil
+}

@@ -309,27 +309,6 @@ func scanDelivery(r pgx.CollectableRow) (*driver.Delivery, error) {
 	return d, err
 }
 
-// withAttempts fills each delivery's ledger rows with one query.
-func (e *executor) withAttempts(ctx context.Context, ds []*driver.Delivery) ([]*driver.Delivery, error) {
-	if len(ds) == 0 {
-		return ds, nil
-	}
-	ids := make([]int64, len(ds))
-	byID := make(map[int64]*driver.Delivery, len(ds))
-	for i, d := range ds {
-		ids[i] = d.ID
-		byID[d.ID] = d
-	}
-	as, err := e.DeviceAttemptListByDeliveries(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range as {
-		byID[a.DeliveryID].Devices = append(byID[a.DeliveryID].Devices, a)
-	}
-	return ds, nil
-}
-
 func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery, error) {
 	rows, err := e.db.Query(ctx, q.Get("DeliveryGet"), pgx.NamedArgs{"id": id})
 	if err != nil {
@@ -339,7 +318,7 @@ func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery,
 	if err != nil {
 		return nil, translate(err)
 	}
-	if _, err := e.withAttempts(ctx, []*driver.Delivery{d}); err != nil {
+	if _, err := driver.AttachAttempts(ctx, e, []*driver.Delivery{d}); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -354,7 +333,7 @@ func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID
 	if err != nil {
 		return nil, err
 	}
-	return e.withAttempts(ctx, ds)
+	return driver.AttachAttempts(ctx, e, ds)
 }
 
 func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
@@ -366,7 +345,7 @@ func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string
 	if err != nil {
 		return nil, err
 	}
-	return e.withAttempts(ctx, ds)
+	return driver.AttachAttempts(ctx, e, ds)
 }
 
 func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {

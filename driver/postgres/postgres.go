@@ -16,11 +16,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -120,39 +116,7 @@ func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func(
 }
 
 // migrations are the embedded migration files, in version order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migration")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("postgres: migration file %q is not named NNN_name.sql", name)
-		}
-		b, err := fs.ReadFile(migrationFS, "migration/"+name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("postgres: migration versions must run 1, 2, 3…; found %d at position %d", m.version, i+1)
-		}
-	}
-	return ms, nil
-}
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+func migrations() ([]sqlfile.Migration, error) { return sqlfile.Migrations(migrationFS, "migration") }
 
 // Migrate implements driver.Driver. Each migration runs in its own transaction
 // under an advisory lock, so concurrent callers apply each migration once.
@@ -178,16 +142,16 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 				return fmt.Errorf("%w: database is at version %d, this build knows %d",
 					driver.ErrSchemaTooNew, applied[len(applied)-1], len(ms))
 			}
-			if slices.Contains(applied, m.version) {
+			if slices.Contains(applied, m.Version) {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("postgres: migration %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("postgres: migration %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), pgx.NamedArgs{"version": m.version, "name": m.name}); err != nil {
+			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), pgx.NamedArgs{"version": m.Version, "name": m.Name}); err != nil {
 				return err
 			}
-			res.Applied = append(res.Applied, m.version)
+			res.Applied = append(res.Applied, m.Version)
 			return nil
 		})
 		if err != nil {

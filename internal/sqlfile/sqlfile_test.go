@@ -51,3 +51,27 @@ func TestGetPanicsOnUnknownName(t *testing.T) {
 	}()
 	Queries{}.Get("Nope")
 }
+
+func TestMigrations(t *testing.T) {
+	t.Parallel()
+	ok := fstest.MapFS{
+		"m/002_more.sql":    {Data: []byte("ALTER x;")},
+		"m/001_initial.sql": {Data: []byte("CREATE x;")},
+	}
+	ms, err := Migrations(ok, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Version != 1 || ms[0].Name != "001_initial" || ms[1].SQL != "ALTER x;" {
+		t.Fatalf("Migrations = %+v", ms)
+	}
+	for name, fsys := range map[string]fstest.MapFS{
+		"gap":      {"m/001_a.sql": {}, "m/003_c.sql": {}},
+		"bad name": {"m/initial.sql": {}},
+		"not sql":  {"m/001_a.txt": {}},
+	} {
+		if _, err := Migrations(fsys, "m"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
