@@ -23,6 +23,8 @@ type CleanupStats struct {
 	Deliveries int // finished deliveries past retention deleted (their dedup keys freed)
 	Messages   int // messages left without deliveries deleted
 	Sessions   int // revoked sessions forgotten
+	// Idempotency counts the server's idempotency records past retention deleted.
+	Idempotency int
 	// Overdue counts pending deliveries due for longer than a lease: workers are
 	// down or falling behind. OldestDue is the oldest such due time.
 	Overdue   int
@@ -55,6 +57,7 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 		// orphan is old by construction; the age only keeps the scan short.
 		{"messages", ex.MessageDeleteOrphans, time.Minute, &st.Messages},
 		{"sessions", ex.SessionDeleteRevoked, c.cfg.Retention, &st.Sessions},
+		{"idempotency records", ex.IdempotencyDeleteOld, c.cfg.Retention, &st.Idempotency},
 	}
 	for _, s := range steps {
 		for range cleanupMaxBatches {

@@ -168,7 +168,8 @@ type Executor interface {
 	DeviceListByRecipient(ctx context.Context, recipient string) ([]*Device, error)
 	// SessionRevoke records the session as revoked and deletes its devices.
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
-	// RecipientDelete deletes a recipient's devices and deliveries.
+	// RecipientDelete deletes a recipient's devices, deliveries (with their
+	// ledger) and preferences.
 	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
 
 	// --- reading the ledger
@@ -200,6 +201,74 @@ type Executor interface {
 	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
 	// DeliveryDueStats reports the number of due pending deliveries and the age of the oldest.
 	DeliveryDueStats(ctx context.Context, now *time.Time) (count int, oldestAge time.Duration, err error)
+
+	// --- the server's state (migration 2)
+
+	// MessageGet returns one message, or ErrNotFound.
+	MessageGet(ctx context.Context, id int64) (*Message, error)
+	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
+	// ambiguous at least once.
+	DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error)
+
+	// APIKeyInsert stores a new API key.
+	APIKeyInsert(ctx context.Context, k *APIKey) error
+	// APIKeyGetByHash returns the key with this hash (revoked or not), or ErrNotFound.
+	APIKeyGetByHash(ctx context.Context, hash []byte) (*APIKey, error)
+	// APIKeyList returns every key, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKey, error)
+	// APIKeyRevoke marks the key revoked; false when there is no such unrevoked key.
+	APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error)
+
+	// PreferenceGet returns a recipient's preferences, or ErrNotFound.
+	PreferenceGet(ctx context.Context, recipient string) (*Preference, error)
+	// PreferenceGetMany returns the preferences of those recipients who have any.
+	PreferenceGetMany(ctx context.Context, recipients []string) ([]*Preference, error)
+	// PreferencePut replaces a recipient's preferences.
+	PreferencePut(ctx context.Context, p *Preference, now *time.Time) error
+
+	// IdempotencyClaim inserts a record for key with the request's hash, and
+	// reports whether it did; false means a record with the key exists (once
+	// the transaction that wrote it has committed).
+	IdempotencyClaim(ctx context.Context, key string, requestHash []byte, now *time.Time) (bool, error)
+	// IdempotencyGet returns the record of key, or ErrNotFound.
+	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)
+	// IdempotencyFinish stores the answer given under key.
+	IdempotencyFinish(ctx context.Context, key string, response []byte) error
+	// IdempotencyDeleteOld deletes up to Limit records created before now-Age.
+	IdempotencyDeleteOld(ctx context.Context, p *CleanupParams) (int, error)
+}
+
+// APIKey is a server API key. The secret itself is never stored: Hash is the
+// SHA-256 of the whole key.
+type APIKey struct {
+	ID        string // the public part of the key, unique
+	Name      string
+	Hash      []byte
+	Scopes    []string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Preference is a recipient's notification preferences.
+type Preference struct {
+	Recipient string
+	// OptOut lists the categories the recipient does not want.
+	OptOut []string
+	// QuietStart and QuietEnd are local times "HH:MM" in TimeZone; both empty
+	// means no quiet hours. A window may cross midnight (22:00–07:00).
+	QuietStart string
+	QuietEnd   string
+	TimeZone   string
+	UpdatedAt  time.Time
+}
+
+// IdempotencyRecord is what an idempotent request left: the hash of its body
+// and the answer it got.
+type IdempotencyRecord struct {
+	Key         string
+	RequestHash []byte
+	Response    []byte // nil until IdempotencyFinish
+	CreatedAt   time.Time
 }
 
 // Message is a stored message.

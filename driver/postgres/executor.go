@@ -86,12 +86,14 @@ func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.M
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*driver.Message, error) {
-		m := &driver.Message{}
-		err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
-			&m.Ambiguity, &m.ScheduledAt, &m.ExpiresAt, &m.CreatedAt)
-		return m, err
-	})
+	return pgx.CollectRows(rows, scanMessage)
+}
+
+func scanMessage(r pgx.CollectableRow) (*driver.Message, error) {
+	m := &driver.Message{}
+	err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
+		&m.Ambiguity, &m.ScheduledAt, &m.ExpiresAt, &m.CreatedAt)
+	return m, err
 }
 
 func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
@@ -296,7 +298,11 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		}
 		res.Devices = int(tag.RowsAffected())
 		tag, err = tx.Exec(ctx, q.Get("DeliveryDeleteByRecipient"), args)
+		if err != nil {
+			return err
+		}
 		res.Deliveries = int(tag.RowsAffected())
+		_, err = tx.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), args)
 		return err
 	})
 	return res, err
@@ -411,4 +417,125 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, t
 	var age float64
 	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), pgx.NamedArgs{"now": now}).Scan(&n, &age)
 	return n, time.Duration(age * float64(time.Second)), err
+}
+
+// --- the server's state
+
+func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
+	rows, err := e.db.Query(ctx, q.Get("MessageGet"), pgx.NamedArgs{"id": id})
+	if err != nil {
+		return nil, err
+	}
+	m, err := pgx.CollectExactlyOneRow(rows, scanMessage)
+	return m, translate(err)
+}
+
+func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error) {
+	var n int
+	err := e.db.QueryRow(ctx, q.Get("DeviceAttemptAmbiguousCount"), pgx.NamedArgs{"message_id": messageID}).Scan(&n)
+	return n, err
+}
+
+func (e *executor) APIKeyInsert(ctx context.Context, k *driver.APIKey) error {
+	_, err := e.db.Exec(ctx, q.Get("APIKeyInsert"), pgx.NamedArgs{
+		"id": k.ID, "name": k.Name, "hash": k.Hash, "scopes": k.Scopes, "now": nilIfZero(k.CreatedAt),
+	})
+	return err
+}
+
+func nilIfZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func scanAPIKey(r pgx.CollectableRow) (*driver.APIKey, error) {
+	k := &driver.APIKey{}
+	err := r.Scan(&k.ID, &k.Name, &k.Hash, &k.Scopes, &k.CreatedAt, &k.RevokedAt)
+	return k, err
+}
+
+func (e *executor) APIKeyGetByHash(ctx context.Context, hash []byte) (*driver.APIKey, error) {
+	rows, err := e.db.Query(ctx, q.Get("APIKeyGetByHash"), pgx.NamedArgs{"hash": hash})
+	if err != nil {
+		return nil, err
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, scanAPIKey)
+	return k, translate(err)
+}
+
+func (e *executor) APIKeyList(ctx context.Context) ([]*driver.APIKey, error) {
+	rows, err := e.db.Query(ctx, q.Get("APIKeyList"))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanAPIKey)
+}
+
+func (e *executor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, q.Get("APIKeyRevoke"), pgx.NamedArgs{"id": id, "now": now})
+	return tag.RowsAffected() == 1, err
+}
+
+func scanPreference(r pgx.CollectableRow) (*driver.Preference, error) {
+	p := &driver.Preference{}
+	err := r.Scan(&p.Recipient, &p.OptOut, &p.QuietStart, &p.QuietEnd, &p.TimeZone, &p.UpdatedAt)
+	return p, err
+}
+
+func (e *executor) PreferenceGet(ctx context.Context, recipient string) (*driver.Preference, error) {
+	rows, err := e.db.Query(ctx, q.Get("PreferenceGet"), pgx.NamedArgs{"recipient": recipient})
+	if err != nil {
+		return nil, err
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, scanPreference)
+	return p, translate(err)
+}
+
+func (e *executor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*driver.Preference, error) {
+	rows, err := e.db.Query(ctx, q.Get("PreferenceGetMany"), pgx.NamedArgs{"recipients": recipients})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanPreference)
+}
+
+func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now *time.Time) error {
+	optOut := p.OptOut
+	if optOut == nil {
+		optOut = []string{}
+	}
+	_, err := e.db.Exec(ctx, q.Get("PreferencePut"), pgx.NamedArgs{
+		"recipient": p.Recipient, "opt_out": optOut, "quiet_start": p.QuietStart, "quiet_end": p.QuietEnd,
+		"time_zone": p.TimeZone, "now": now,
+	})
+	return err
+}
+
+func (e *executor) IdempotencyClaim(ctx context.Context, key string, requestHash []byte, now *time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, q.Get("IdempotencyClaim"), pgx.NamedArgs{"key": key, "request_hash": requestHash, "now": now})
+	return tag.RowsAffected() == 1, err
+}
+
+func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
+	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), pgx.NamedArgs{"key": key})
+	if err != nil {
+		return nil, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (*driver.IdempotencyRecord, error) {
+		rec := &driver.IdempotencyRecord{}
+		err := r.Scan(&rec.Key, &rec.RequestHash, &rec.Response, &rec.CreatedAt)
+		return rec, err
+	})
+	return r, translate(err)
+}
+
+func (e *executor) IdempotencyFinish(ctx context.Context, key string, response []byte) error {
+	_, err := e.db.Exec(ctx, q.Get("IdempotencyFinish"), pgx.NamedArgs{"key": key, "response": response})
+	return err
+}
+
+func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {
+	return e.cleanup(ctx, "IdempotencyDeleteOld", p)
 }

@@ -312,3 +312,63 @@ INSERT INTO oncepush_migration (version, name, applied_at) VALUES (@version, @na
 
 -- name: MigrationTableExists :one
 SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'oncepush_migration');
+
+-- name: MessageGet :one
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+FROM oncepush_message
+WHERE id = @id;
+
+-- name: DeviceAttemptAmbiguousCount :one
+SELECT count(*)
+FROM oncepush_device_attempt a
+JOIN oncepush_delivery d ON d.id = a.delivery_id
+WHERE d.message_id = @message_id AND a.ambiguous > 0;
+
+-- name: APIKeyInsert :exec
+INSERT INTO oncepush_api_key (id, name, hash, scopes, created_at)
+VALUES (@id, @name, @hash, json(@scopes), @now);
+
+-- name: APIKeyGetByHash :one
+SELECT id, name, hash, scopes, created_at, revoked_at FROM oncepush_api_key WHERE hash = @hash;
+
+-- name: APIKeyList :many
+SELECT id, name, hash, scopes, created_at, revoked_at FROM oncepush_api_key ORDER BY created_at, id;
+
+-- name: APIKeyRevoke :execrows
+UPDATE oncepush_api_key SET revoked_at = @now WHERE id = @id AND revoked_at IS NULL;
+
+-- name: PreferenceGet :one
+SELECT recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at
+FROM oncepush_preference WHERE recipient = @recipient;
+
+-- name: PreferenceGetMany :many
+SELECT recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at
+FROM oncepush_preference WHERE recipient IN (SELECT value FROM json_each(@recipients));
+
+-- name: PreferencePut :exec
+INSERT INTO oncepush_preference (recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at)
+VALUES (@recipient, json(@opt_out), @quiet_start, @quiet_end, @time_zone, @now)
+ON CONFLICT (recipient) DO UPDATE
+SET opt_out = excluded.opt_out, quiet_start = excluded.quiet_start, quiet_end = excluded.quiet_end,
+    time_zone = excluded.time_zone, updated_at = excluded.updated_at;
+
+-- name: PreferenceDeleteByRecipient :execrows
+DELETE FROM oncepush_preference WHERE recipient = @recipient;
+
+-- name: IdempotencyClaim :execrows
+INSERT INTO oncepush_idempotency (key, request_hash, created_at)
+VALUES (@key, @request_hash, @now)
+ON CONFLICT (key) DO NOTHING;
+
+-- name: IdempotencyGet :one
+SELECT key, request_hash, response, created_at FROM oncepush_idempotency WHERE key = @key;
+
+-- name: IdempotencyFinish :exec
+UPDATE oncepush_idempotency SET response = @response WHERE key = @key;
+
+-- name: IdempotencyDeleteOld :execrows
+DELETE FROM oncepush_idempotency
+WHERE key IN (SELECT key FROM oncepush_idempotency
+              WHERE created_at < @now - @age_us
+              ORDER BY created_at
+              LIMIT @max);

@@ -30,7 +30,9 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 	fullScan := regexp.MustCompile(`^SCAN \w+$`)
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		text := q.Get(name)
-		if strings.HasPrefix(text, "PRAGMA") || strings.HasPrefix(name, "Migration") {
+		// APIKeyList lists every key by design: a handful of rows, read by
+		// `oncepush keys list`, never by a request.
+		if strings.HasPrefix(text, "PRAGMA") || strings.HasPrefix(name, "Migration") || name == "APIKeyList" {
 			continue
 		}
 		var args []any

@@ -266,7 +266,7 @@ func TestSchemaTooNewChangesNothing(t *testing.T) {
 	path, drv := migrated(t)
 	ctx := t.Context()
 	if _, err := drv.DB().ExecContext(ctx,
-		"INSERT INTO oncepush_migration (version, name, applied_at) VALUES (2, '002_from_a_newer_build', 0)"); err != nil {
+		"INSERT INTO oncepush_migration (version, name, applied_at) VALUES (?, 'from_a_newer_build', 0)", latestVersion(t)+1); err != nil {
 		t.Fatal(err)
 	}
 	if err := drv.Close(); err != nil {
@@ -283,8 +283,8 @@ func TestSchemaTooNewChangesNothing(t *testing.T) {
 		t.Errorf("Migrate: %v, want ErrSchemaTooNew", err)
 	}
 	cur, latest, err := newer.SchemaVersion(ctx)
-	if !errors.Is(err, driver.ErrSchemaTooNew) || cur != 2 || latest != 1 {
-		t.Errorf("SchemaVersion = %d, %d, %v; want 2, 1, ErrSchemaTooNew", cur, latest, err)
+	if !errors.Is(err, driver.ErrSchemaTooNew) || cur != latestVersion(t)+1 || latest != latestVersion(t) {
+		t.Errorf("SchemaVersion = %d, %d, %v; want %d, %d, ErrSchemaTooNew", cur, latest, err, latestVersion(t)+1, latestVersion(t))
 	}
 	if err := newer.Close(); err != nil {
 		t.Fatal(err)
@@ -296,19 +296,20 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	drv := open(t, filepath.Join(t.TempDir(), "oncepush.db"), nil)
 	ctx := t.Context()
-	if cur, latest, err := drv.SchemaVersion(ctx); err != nil || cur != 0 || latest != 1 {
-		t.Fatalf("SchemaVersion of a new file = %d, %d, %v; want 0, 1", cur, latest, err)
+	n := latestVersion(t)
+	if cur, latest, err := drv.SchemaVersion(ctx); err != nil || cur != 0 || latest != n {
+		t.Fatalf("SchemaVersion of a new file = %d, %d, %v; want 0, %d", cur, latest, err, n)
 	}
 	first, err := drv.Migrate(ctx)
-	if err != nil || !slices.Equal(first.Applied, []int{1}) || first.Version != 1 {
-		t.Fatalf("first Migrate = %+v, %v; want version 1 applied", first, err)
+	if err != nil || !slices.Equal(first.Applied, allVersions(n)) || first.Version != n {
+		t.Fatalf("first Migrate = %+v, %v; want versions 1…%d applied", first, err, n)
 	}
 	again, err := drv.Migrate(ctx)
-	if err != nil || len(again.Applied) != 0 || again.Version != 1 {
+	if err != nil || len(again.Applied) != 0 || again.Version != n {
 		t.Fatalf("second Migrate = %+v, %v; want nothing applied", again, err)
 	}
-	if cur, latest, err := drv.SchemaVersion(ctx); err != nil || cur != 1 || latest != 1 {
-		t.Fatalf("SchemaVersion = %d, %d, %v; want 1, 1", cur, latest, err)
+	if cur, latest, err := drv.SchemaVersion(ctx); err != nil || cur != n || latest != n {
+		t.Fatalf("SchemaVersion = %d, %d, %v; want %d, %d", cur, latest, err, n, n)
 	}
 }
 
@@ -341,8 +342,9 @@ func TestMigrateConcurrently(t *testing.T) {
 		}
 		applied = append(applied, results[i].Applied...)
 	}
-	if !slices.Equal(applied, []int{1}) {
-		t.Fatalf("concurrent migrations applied %v in all, want [1] once", applied)
+	slices.Sort(applied)
+	if want := allVersions(latestVersion(t)); !slices.Equal(applied, want) {
+		t.Fatalf("concurrent migrations applied %v in all, want %v once", applied, want)
 	}
 }
 
@@ -609,8 +611,8 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 
 	copied := open(t, dst, nil) // quick_check runs here
-	if cur, _, err := copied.SchemaVersion(ctx); err != nil || cur != 1 {
-		t.Fatalf("backup's schema version %d, %v; want 1", cur, err)
+	if cur, _, err := copied.SchemaVersion(ctx); err != nil || cur != latestVersion(t) {
+		t.Fatalf("backup's schema version %d, %v; want %d", cur, err, latestVersion(t))
 	}
 	var before int
 	if err := copied.DB().QueryRowContext(ctx,
@@ -626,4 +628,24 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatal("Backup overwrote an existing file")
 	}
 	sameState(t, "a refused backup", state, dirState(t, filepath.Dir(dst)))
+}
+
+// latestVersion is the number of the newest embedded migration.
+func latestVersion(t *testing.T) int {
+	t.Helper()
+	drv := open(t, filepath.Join(t.TempDir(), "version.db"), nil)
+	_, latest, err := drv.SchemaVersion(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return latest
+}
+
+// allVersions is 1…n.
+func allVersions(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
 }

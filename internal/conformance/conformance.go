@@ -80,6 +80,10 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeviceRegistry", testDevices[TTx]},
 		{"SessionRevocation", testSessions[TTx]},
 		{"DeleteRecipient", testDeleteRecipient[TTx]},
+		{"ServerAPIKeys", testAPIKeys[TTx]},
+		{"ServerPreferences", testPreferences[TTx]},
+		{"ServerIdempotencyRecords", testIdempotencyRecords[TTx]},
+		{"ServerMessageReads", testMessageReads[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
