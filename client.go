@@ -170,6 +170,7 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 		return SendResult{}, fmt.Errorf("oncepush: write deliveries: %w", err)
 	}
 	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
+	c.cfg.Observer.Queued(res.Queued, res.Duplicates)
 	if n == 0 {
 		// Every recipient was a duplicate: keep no message without deliveries.
 		if err := ex.MessageDelete(ctx, id); err != nil {

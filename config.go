@@ -85,6 +85,9 @@ type Config struct {
 	// Ambiguity is the default ambiguity policy. Default AmbiguityResend.
 	Ambiguity AmbiguityPolicy
 
+	// Observer receives the engine's events (metrics). Default: none.
+	Observer Observer
+
 	// Clock, when set, replaces the database's clock for scheduling, leases,
 	// expiry and backoff (tests). Nil: the database's now().
 	Clock Clock
@@ -114,6 +117,9 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.Ambiguity = cmp.Or(c.Ambiguity, AmbiguityResend)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		var b [4]byte

@@ -51,6 +51,8 @@ type batch struct {
 	claimed    int
 	deliveries []*delivery // those with pairs to send
 	pairs      []*pair
+	finished   []string    // final statuses the claim wrote
+	recovered  []Transport // attempts found abandoned in "sending"
 }
 
 // delivery is a leased delivery as the run sees it.
@@ -221,6 +223,11 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 			if len(got) != len(updates) {
 				return fmt.Errorf("claim: finished %d of %d deliveries it had just leased", len(got), len(updates))
 			}
+			for _, u := range updates {
+				if u.Status != driver.StatusPending {
+					b.finished = append(b.finished, u.Status)
+				}
+			}
 		}
 		if err := ex.DeviceAttemptUpsertMany(ctx, &driver.DeviceAttemptUpsertManyParams{Now: c.now(), Rows: writes.rows}); err != nil {
 			return fmt.Errorf("claim: mark sending: %w", err)
@@ -229,6 +236,12 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("oncepush: %w", err)
+	}
+	for _, s := range b.finished {
+		c.cfg.Observer.Finished(DeliveryStatus(s))
+	}
+	for _, t := range b.recovered {
+		c.cfg.Observer.Ambiguous(t, true)
 	}
 	c.buildSubmissions(b)
 	return b, nil
@@ -286,6 +299,7 @@ func (c *Client[TTx]) plan(ctx context.Context, tx TTx, ex driver.Executor, b *b
 				})
 				a.State = driver.AttemptAmbiguous
 				d.ambiguous, recovered = true, true
+				b.recovered = append(b.recovered, Transport(a.Transport))
 			}
 		}
 		if recovered {
@@ -570,6 +584,13 @@ func (c *clientCore) submit(ctx context.Context, p *pair) (res Result) {
 			res = Result{Outcome: OutcomeMaybeSent, Text: fmt.Sprintf("provider panicked: %v", r)}
 		}
 	}()
+	start := time.Now()
+	defer func() {
+		c.cfg.Observer.Submitted(p.dev.Transport, res.Outcome, time.Since(start))
+		if res.Outcome == OutcomeMaybeSent {
+			c.cfg.Observer.Ambiguous(p.dev.Transport, false)
+		}
+	}()
 	res = prov.Send(ctx, &p.sub)
 	if res.Outcome < OutcomeAccepted || res.Outcome > OutcomeMaybeSent {
 		res = Result{Outcome: OutcomeMaybeSent, Text: fmt.Sprintf("provider returned no valid outcome (%d): %s", res.Outcome, res.Text)}
@@ -606,11 +627,25 @@ func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
 	pause := 100 * time.Millisecond
 	for try := 1; try <= 5; try++ {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var owned map[int64]bool
 		err = c.driver.InTx(tctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-			return c.recordTx(ctx, ex, b, updates, writes, dead)
+			owned, err = c.recordTx(ctx, ex, b, updates, writes, dead)
+			return err
 		})
 		cancel()
 		if err == nil {
+			lost := 0
+			for _, u := range updates {
+				switch {
+				case !owned[u.ID]:
+					lost++
+				case u.Status != driver.StatusPending:
+					c.cfg.Observer.Finished(DeliveryStatus(u.Status))
+				}
+			}
+			if lost > 0 {
+				c.cfg.Observer.LeaseLost(lost)
+			}
 			return nil
 		}
 		c.log.Warn("recording outcomes failed; retrying", slog.Int("try", try), slog.Any("error", err))
@@ -624,10 +659,10 @@ func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
 
 func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch, updates []driver.DeliveryUpdate,
 	writes *attemptWrites, dead []invalidKey,
-) error {
+) (map[int64]bool, error) {
 	got, err := ex.DeliveryUpdateMany(ctx, &driver.DeliveryUpdateManyParams{Now: c.now(), LeaseID: b.leaseID, Updates: updates})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	owned := make(map[int64]bool, len(got))
 	for _, id := range got {
@@ -636,7 +671,7 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 	if err := ex.DeviceAttemptUpsertMany(ctx, &driver.DeviceAttemptUpsertManyParams{
 		Now: c.now(), Rows: writes.filter(func(id int64) bool { return owned[id] }),
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	var del []driver.DeviceKey
 	for _, k := range dead {
@@ -645,10 +680,10 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 		}
 	}
 	if _, err := ex.DeviceDeleteMany(ctx, del); err != nil {
-		return err
+		return nil, err
 	}
 	if len(got) == len(updates) {
-		return nil
+		return owned, nil
 	}
 	var lost []int64
 	for _, u := range updates {
@@ -658,7 +693,7 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 	}
 	leases, err := ex.DeliveryLeaseGetMany(ctx, lost)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, id := range lost {
 		if _, exists := leases[id]; !exists {
@@ -669,7 +704,7 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 				slog.Int64("delivery_id", id), slog.Int64("lease_id", b.leaseID), slog.Int64("current_lease", leases[id]))
 		}
 	}
-	return nil
+	return owned, nil
 }
 
 // maxTextBytes bounds a provider's text in the ledger.

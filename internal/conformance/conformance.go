@@ -80,6 +80,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeviceRegistry", testDevices[TTx]},
 		{"SessionRevocation", testSessions[TTx]},
 		{"DeleteRecipient", testDeleteRecipient[TTx]},
+		{"ObserverSeesEvents", testObserver[TTx]},
 		{"ServerAPIKeys", testAPIKeys[TTx]},
 		{"ServerPreferences", testPreferences[TTx]},
 		{"ServerIdempotencyRecords", testIdempotencyRecords[TTx]},
