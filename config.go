@@ -97,6 +97,12 @@ type Config struct {
 	ID string
 }
 
+// Validate reports what NewClient would refuse in cfg, without a driver.
+func (cfg *Config) Validate() error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
 // withDefaults returns a copy of cfg with defaults applied, or an error that says
 // which setting to fix.
 func (cfg *Config) withDefaults() (*Config, error) {

@@ -106,6 +106,12 @@ func (c *Client[TTx]) RunOnce(ctx context.Context) (RunStats, error) {
 	return c.run(ctx, ctx)
 }
 
+// Wake tells this client's idle workers to look for due work now. Call it
+// after committing a transaction that used SendTx: PostgreSQL would deliver the
+// wake-up by NOTIFY anyway, but SQLite's workers otherwise notice the commit
+// only at their next poll of the file (about 50 ms).
+func (c *Client[TTx]) Wake() { c.wake() }
+
 // wake tells every idle worker to look for work now.
 func (c *clientCore) wake() {
 	c.wakeMu.Lock()

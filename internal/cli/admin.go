@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/provider/webpush"
+)
+
+func init() {
+	register("migrate", "apply the database migrations", func(ctx context.Context, e *env, args []string) error {
+		fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+		f := commonFlags(fs)
+		if err := parse(fs, e, args); err != nil {
+			return err
+		}
+		return withDatabase(ctx, e, f, func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error {
+			res, err := migrate(ctx)
+			if err != nil {
+				return err
+			}
+			if len(res.Applied) == 0 {
+				fmt.Fprintf(e.stdout, "%s: schema is current (version %d)\n", name, res.Version)
+			} else {
+				fmt.Fprintf(e.stdout, "%s: applied migrations %v; schema version %d\n", name, res.Applied, res.Version)
+			}
+			return nil
+		})
+	})
+	register("keys", "create, list and revoke API keys", keys)
+	register("vapid", "generate a VAPID key pair for Web Push", func(ctx context.Context, e *env, args []string) error {
+		if len(args) == 0 || args[0] != "generate" {
+			return usagef("usage: oncepush vapid generate [--json]")
+		}
+		fs := flag.NewFlagSet("vapid generate", flag.ContinueOnError)
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := parse(fs, e, args[1:]); err != nil {
+			return err
+		}
+		pub, priv, err := webpush.GenerateVAPIDKeys()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(map[string]string{"publicKey": pub, "privateKey": priv})
+		}
+		fmt.Fprintf(e.stdout, "public key (applicationServerKey for PushManager.subscribe):\n  %s\n"+
+			"private key (providers.webpush.vapidPrivateKey; keep it secret):\n  %s\n", pub, priv)
+		return nil
+	})
+}
+
+// withDatabase opens the database the flags name and hands fn its driver's
+// name and operations that do not depend on the transaction type.
+func withDatabase(ctx context.Context, e *env, f *config.Flags, fn func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error) error {
+	st, err := config.Load(*f, e.getenv)
+	if err != nil {
+		return err
+	}
+	db, err := st.OpenDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if db.Postgres != nil {
+		return fn("postgres", db.Postgres.Migrate)
+	}
+	return fn("sqlite", db.SQLite.Migrate)
+}
+
+// openMigrated opens the database and makes sure it is migrated, for the
+// commands that write to it.
+func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *config.Database, error) {
+	st, err := config.Load(*f, e.getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := st.OpenDatabase(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if db.Postgres != nil {
+		_, err = db.Postgres.Migrate(ctx)
+	} else {
+		_, err = db.SQLite.Migrate(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return st, db, nil
+}
+
+func executor(db *config.Database) driver.Executor {
+	if db.Postgres != nil {
+		return db.Postgres.Exec()
+	}
+	return db.SQLite.Exec()
+}
+
+// scopeList is a repeatable, comma-separable --scope flag.
+type scopeList []string
+
+func (s *scopeList) String() string { return strings.Join(*s, ",") }
+func (s *scopeList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*s = append(*s, p)
+		}
+	}
+	return nil
+}
+
+func keys(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: oncepush keys create --name N [--scope send,devices,read,admin] | keys list | keys revoke ID")
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	f := commonFlags(fs)
+	switch sub {
+	case "create":
+		name := fs.String("name", "", "a name for the key (required): who or what uses it")
+		var scopes scopeList
+		fs.Var(&scopes, "scope", "scope, repeatable or comma-separated: "+strings.Join(apikey.AllScopes, ", ")+" (default send,devices,read)")
+		if err := parse(fs, e, args); err != nil {
+			return err
+		}
+		if strings.TrimSpace(*name) == "" {
+			return usagef("--name is required")
+		}
+		sc, err := apikey.ParseScopes(scopes)
+		if err != nil {
+			return usagef("--scope: %v", err)
+		}
+		_, db, err := openMigrated(ctx, e, f)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		var k apikey.Key
+		if db.Postgres != nil {
+			k, err = createKey[pgx.Tx](ctx, db.Postgres, *name, sc)
+		} else {
+			k, err = createKey(ctx, db.SQLite, *name, sc)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", string(k))
+		fmt.Fprintf(e.stderr, "Created key %s (%s, scopes %s). It is shown only this once.\n", k.ID(), *name, strings.Join(sc, ","))
+		return nil
+	case "list":
+		if err := parse(fs, e, args); err != nil {
+			return err
+		}
+		_, db, err := openMigrated(ctx, e, f)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		list, err := executor(db).APIKeyList(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tCREATED\tREVOKED")
+		for _, k := range list {
+			revoked := "-"
+			if k.RevokedAt != nil {
+				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		}
+		return tw.Flush()
+	case "revoke":
+		fs = flag.NewFlagSet("keys revoke", flag.ContinueOnError)
+		f = commonFlags(fs)
+		if err := parse(fs, e, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return usagef("usage: oncepush keys revoke ID (the opk_… id that 'keys list' shows)")
+		}
+		id := fs.Arg(0)
+		_, db, err := openMigrated(ctx, e, f)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ok, err := executor(db).APIKeyRevoke(ctx, id, nil)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("no active key %q", id)
+		}
+		fmt.Fprintf(e.stdout, "revoked %s\n", id)
+		return nil
+	}
+	return usagef("unknown keys command %q (create, list, revoke)", sub)
+}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/oncepush/oncepush"
+)
+
+// Metrics is the server's Prometheus registry. It is also the engine's
+// oncepush.Observer: pass it as Config.Observer.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	queued     prometheus.Counter
+	dedupHits  prometheus.Counter
+	finished   *prometheus.CounterVec
+	attempts   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	ambiguous  *prometheus.CounterVec
+	leaseLost  prometheus.Counter
+	httpReqs   *prometheus.CounterVec
+	httpTime   *prometheus.HistogramVec
+	backlog    prometheus.Gauge
+	oldestAge  prometheus.Gauge
+	scrapeFail prometheus.Counter
+}
+
+var _ oncepush.Observer = (*Metrics)(nil)
+
+// NewMetrics registers oncepush's metrics, and the Go and process collectors,
+// on a registry of its own.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{reg: reg}
+	m.queued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oncepush_deliveries_queued_total", Help: "Deliveries written by sends.",
+	})
+	m.dedupHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oncepush_dedup_hits_total", Help: "Recipients skipped by a send because their dedup key was already used.",
+	})
+	m.finished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncepush_deliveries_finished_total", Help: "Deliveries that reached a final status, by status.",
+	}, []string{"status"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncepush_device_attempts_total", Help: "Provider calls, by transport and outcome.",
+	}, []string{"transport", "outcome"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "oncepush_provider_latency_seconds", Help: "Time a provider call took, by transport.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15},
+	}, []string{"transport"})
+	m.ambiguous = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncepush_ambiguous_total",
+		Help: "Device attempts that became ambiguous, by transport and cause (lost_answer, abandoned_run).",
+	}, []string{"transport", "cause"})
+	m.leaseLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oncepush_lease_lost_total", Help: "Deliveries whose record found their lease taken by another run.",
+	})
+	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncepush_http_requests_total", Help: "HTTP API requests, by route and status code.",
+	}, []string{"route", "code"})
+	m.httpTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "oncepush_http_request_duration_seconds", Help: "HTTP API request duration, by route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route"})
+	m.backlog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "oncepush_due_backlog", Help: "Pending deliveries that are due now (read at scrape time).",
+	})
+	m.oldestAge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "oncepush_due_oldest_age_seconds", Help: "How long the oldest due delivery has been due (read at scrape time).",
+	})
+	m.scrapeFail = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oncepush_backlog_read_errors_total", Help: "Scrapes whose backlog read failed.",
+	})
+	for _, c := range []prometheus.Collector{m.queued, m.dedupHits, m.finished, m.attempts, m.latency, m.ambiguous,
+		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.oldestAge, m.scrapeFail,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the metrics, reading the due backlog first.
+func (m *Metrics) Handler(due func(context.Context) (int, time.Duration, error)) http.Handler {
+	prom := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		n, age, err := due(ctx)
+		cancel()
+		if err != nil {
+			m.scrapeFail.Inc()
+		} else {
+			m.backlog.Set(float64(n))
+			m.oldestAge.Set(age.Seconds())
+		}
+		prom.ServeHTTP(w, r)
+	})
+}
+
+// Registry is the registry, for tests and embedding.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) observeHTTP(route string, code int, d time.Duration) {
+	m.httpReqs.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.httpTime.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// Queued implements oncepush.Observer.
+func (m *Metrics) Queued(queued, duplicates int) {
+	m.queued.Add(float64(queued))
+	m.dedupHits.Add(float64(duplicates))
+}
+
+// Submitted implements oncepush.Observer.
+func (m *Metrics) Submitted(t oncepush.Transport, o oncepush.Outcome, latency time.Duration) {
+	m.attempts.WithLabelValues(string(t), o.String()).Inc()
+	m.latency.WithLabelValues(string(t)).Observe(latency.Seconds())
+}
+
+// Ambiguous implements oncepush.Observer.
+func (m *Metrics) Ambiguous(t oncepush.Transport, recovered bool) {
+	cause := "lost_answer"
+	if recovered {
+		cause = "abandoned_run"
+	}
+	m.ambiguous.WithLabelValues(string(t), cause).Inc()
+}
+
+// Finished implements oncepush.Observer.
+func (m *Metrics) Finished(s oncepush.DeliveryStatus) { m.finished.WithLabelValues(string(s)).Inc() }
+
+// LeaseLost implements oncepush.Observer.
+func (m *Metrics) LeaseLost(n int) { m.leaseLost.Add(float64(n)) }

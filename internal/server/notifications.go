@@ -1,0 +1,396 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+)
+
+// notificationRequest is the body of POST /v1/notifications.
+type notificationRequest struct {
+	Recipients  []string       `json:"recipients"`
+	Type        string         `json:"type,omitempty"`
+	Title       string         `json:"title,omitempty"`
+	Body        string         `json:"body,omitempty"`
+	Data        map[string]any `json:"data,omitempty"`
+	Link        string         `json:"link,omitempty"`
+	Image       string         `json:"image,omitempty"`
+	Category    string         `json:"category,omitempty"`
+	DedupeKey   string         `json:"dedupeKey,omitempty"`
+	ScheduledAt *string        `json:"scheduledAt,omitempty"`
+	TTLSeconds  *int64         `json:"ttlSeconds,omitempty"`
+	Ambiguity   string         `json:"ambiguity,omitempty"`
+}
+
+// sendAnswer is the 202 body; a replay adds duplicate: true.
+type sendAnswer struct {
+	ID         int64 `json:"id"`
+	Queued     int   `json:"queued"`
+	Duplicates int   `json:"duplicates"`
+	Duplicate  bool  `json:"duplicate"`
+}
+
+// The library's field names where the API spells them differently.
+var apiFieldNames = map[string]string{"lifetime": "ttlSeconds", "dedupKey": "dedupeKey"}
+
+func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) error {
+	var req notificationRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Recipients == nil {
+		return fieldProblem(CodeMissingField, "recipients", "name at least one recipient")
+	}
+	key := req.DedupeKey
+	if h := r.Header.Get("Idempotency-Key"); h != "" {
+		if key != "" && key != h {
+			return fieldProblem(CodeInvalidField, "dedupeKey", "differs from the Idempotency-Key header; send one, or the same in both")
+		}
+		key = h
+	}
+	req.DedupeKey = key
+	msg := oncepush.Message{
+		Type: req.Type, Title: req.Title, Body: req.Body, Data: req.Data, Link: req.Link, Image: req.Image,
+	}
+	opts := &oncepush.SendOptions{DedupKey: key, Category: req.Category, Ambiguity: oncepush.AmbiguityPolicy(req.Ambiguity)}
+	if req.ScheduledAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
+		if err != nil {
+			return fieldProblem(CodeInvalidField, "scheduledAt", "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+		}
+		opts.ScheduledAt = t
+	}
+	if req.TTLSeconds != nil {
+		if *req.TTLSeconds <= 0 {
+			return fieldProblem(CodeInvalidField, "ttlSeconds", "must be a positive number of seconds")
+		}
+		if *req.TTLSeconds > int64(oncepush.MaxLifetime/time.Second) {
+			return fieldProblem(CodeInvalidField, "ttlSeconds", fmt.Sprintf("must be at most %d (28 days)", int64(oncepush.MaxLifetime/time.Second)))
+		}
+		opts.Lifetime = time.Duration(*req.TTLSeconds) * time.Second
+	}
+
+	var ans sendAnswer
+	var replay []byte
+	err := s.drv.InTx(r.Context(), func(ctx context.Context, tx TTx, ex driver.Executor) error {
+		var hash []byte
+		if key != "" {
+			// The request's identity is its decoded content, re-encoded
+			// canonically: whitespace and key order do not make another request.
+			canon, err := json.Marshal(req)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(canon)
+			hash = sum[:]
+			won, err := ex.IdempotencyClaim(ctx, key, hash, nil)
+			if err != nil {
+				return err
+			}
+			if !won {
+				rec, err := ex.IdempotencyGet(ctx, key)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(rec.RequestHash, hash) || rec.Response == nil {
+					p := problem(http.StatusConflict, CodeIdempotencyConflict,
+						"this dedupeKey was used with a different request; use a new key for a new notification")
+					p.Field = "dedupeKey"
+					return p
+				}
+				replay = rec.Response
+				return nil
+			}
+		}
+		res, err := s.client.SendTx(ctx, tx, req.Recipients, msg, opts)
+		if err != nil {
+			return renameField(err)
+		}
+		ans = sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates}
+		if key != "" {
+			b, err := json.Marshal(ans)
+			if err != nil {
+				return err
+			}
+			return ex.IdempotencyFinish(ctx, key, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if replay != nil {
+		if err := json.Unmarshal(replay, &ans); err != nil {
+			return fmt.Errorf("stored answer of %q: %w", key, err)
+		}
+		ans.Duplicate = true
+		writeJSON(w, http.StatusAccepted, ans)
+		return nil
+	}
+	if ans.Queued > 0 {
+		s.client.Wake()
+	}
+	writeJSON(w, http.StatusAccepted, ans)
+	return nil
+}
+
+// renameField gives a library validation error the API's field name.
+func renameField(err error) error {
+	var ve *oncepush.ValidationError
+	if errors.As(err, &ve) {
+		if name, ok := apiFieldNames[ve.Field]; ok {
+			return fieldProblem(CodeInvalidField, name, ve.Message)
+		}
+	}
+	return err
+}
+
+// notificationView is GET /v1/notifications/{id}.
+type notificationView struct {
+	ID                int64          `json:"id"`
+	Type              string         `json:"type"`
+	Title             string         `json:"title"`
+	Body              string         `json:"body"`
+	Data              map[string]any `json:"data"`
+	Link              string         `json:"link"`
+	Image             string         `json:"image"`
+	Category          string         `json:"category"`
+	Ambiguity         string         `json:"ambiguity"`
+	ScheduledAt       time.Time      `json:"scheduledAt"`
+	ExpiresAt         time.Time      `json:"expiresAt"`
+	CreatedAt         time.Time      `json:"createdAt"`
+	Counts            map[string]int `json:"counts"`
+	AmbiguousAttempts int            `json:"ambiguousAttempts"`
+}
+
+var allStatuses = []oncepush.DeliveryStatus{
+	oncepush.StatusPending, oncepush.StatusSent, oncepush.StatusFailed, oncepush.StatusAmbiguous,
+	oncepush.StatusSkipped, oncepush.StatusNoDevices, oncepush.StatusExpired, oncepush.StatusCanceled,
+}
+
+func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	ex := s.drv.Exec()
+	m, err := ex.MessageGet(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
+		}
+		return err
+	}
+	counts, err := s.client.DeliveryCounts(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	amb, err := ex.DeviceAttemptAmbiguousCount(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	v := notificationView{
+		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Link: m.Link, Image: m.Image, Category: m.Category,
+		Ambiguity: m.Ambiguity, ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: map[string]any{},
+	}
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &v.Data); err != nil {
+			return fmt.Errorf("stored data of message %d: %w", id, err)
+		}
+	}
+	for _, st := range allStatuses {
+		v.Counts[string(st)] = counts[st]
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// deliveryView is a delivery with its per-device ledger.
+type deliveryView struct {
+	ID             int64         `json:"id"`
+	NotificationID int64         `json:"notificationId"`
+	Recipient      string        `json:"recipient"`
+	OncepushID     string        `json:"oncepushId"`
+	DedupeKey      string        `json:"dedupeKey"`
+	Status         string        `json:"status"`
+	Attempts       int           `json:"attempts"`
+	NextAttemptAt  *time.Time    `json:"nextAttemptAt"`
+	LastError      string        `json:"lastError"`
+	CreatedAt      time.Time     `json:"createdAt"`
+	FinishedAt     *time.Time    `json:"finishedAt"`
+	Devices        []attemptView `json:"devices"`
+}
+
+type attemptView struct {
+	DeviceID    int64      `json:"deviceId"`
+	Transport   string     `json:"transport"`
+	State       string     `json:"state"`
+	Submissions int        `json:"submissions"`
+	Ambiguous   int        `json:"ambiguous"`
+	ProviderID  string     `json:"providerId"`
+	Error       string     `json:"error"`
+	FirstSentAt *time.Time `json:"firstSentAt"`
+	LastSentAt  *time.Time `json:"lastSentAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+}
+
+func viewDelivery(d oncepush.Delivery) deliveryView {
+	v := deliveryView{
+		ID: d.ID, NotificationID: d.MessageID, Recipient: d.Recipient, OncepushID: d.NotificationID, DedupeKey: d.DedupKey,
+		Status: string(d.Status), Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt.UTC(),
+		FinishedAt: utcPtr(d.FinishedAt), Devices: []attemptView{},
+	}
+	if d.Status == oncepush.StatusPending {
+		next := d.NextAttemptAt.UTC()
+		v.NextAttemptAt = &next
+	}
+	for _, a := range d.Devices {
+		v.Devices = append(v.Devices, attemptView{
+			DeviceID: a.DeviceID, Transport: string(a.Transport), State: string(a.State), Submissions: a.Submissions,
+			Ambiguous: a.Ambiguous, ProviderID: a.ProviderID, Error: a.Error, FirstSentAt: utcPtr(a.FirstSentAt),
+			LastSentAt: utcPtr(a.LastSentAt), UpdatedAt: a.UpdatedAt.UTC(),
+		})
+	}
+	return v
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// deliveryPage is a page of deliveries.
+type deliveryPage struct {
+	Deliveries []deliveryView `json:"deliveries"`
+	NextCursor *string        `json:"nextCursor"`
+}
+
+func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	after, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.drv.Exec().MessageGet(r.Context(), id); errors.Is(err, driver.ErrNotFound) {
+		return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
+	} else if err != nil {
+		return err
+	}
+	ds, err := s.client.MessageDeliveries(r.Context(), id, after, limit+1)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page(ds, limit))
+	return nil
+}
+
+func (s *Server[TTx]) listRecipientDeliveries(w http.ResponseWriter, r *http.Request) error {
+	recipient, err := pathRecipient(r)
+	if err != nil {
+		return err
+	}
+	before, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	ds, err := s.client.RecipientDeliveries(r.Context(), recipient, before, limit+1)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page(ds, limit))
+	return nil
+}
+
+// page cuts one extra row off to learn whether there is a next page.
+func page(ds []oncepush.Delivery, limit int) deliveryPage {
+	p := deliveryPage{Deliveries: []deliveryView{}}
+	for i, d := range ds {
+		if i == limit {
+			c := encodeCursor(ds[limit-1].ID)
+			p.NextCursor = &c
+			break
+		}
+		p.Deliveries = append(p.Deliveries, viewDelivery(d))
+	}
+	return p
+}
+
+// Page sizes.
+const (
+	pageLimitDefault = 100
+	pageLimitMax     = 1000
+)
+
+// pageParams reads ?cursor= and ?limit=.
+func pageParams(r *http.Request) (cursor int64, limit int, err error) {
+	q := r.URL.Query()
+	limit = pageLimitDefault
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > pageLimitMax {
+			return 0, 0, fieldProblem(CodeInvalidField, "limit", fmt.Sprintf("must be a number from 1 to %d", pageLimitMax))
+		}
+		limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		if cursor, err = decodeCursor(c); err != nil {
+			return 0, 0, fieldProblem(CodeInvalidField, "cursor", "is not a cursor this API returned")
+		}
+	}
+	return cursor, limit, nil
+}
+
+// Cursors are opaque to clients: "d" + the last id seen, base64url.
+func encodeCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("d" + strconv.FormatInt(id, 10)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, err
+	}
+	s, ok := strings.CutPrefix(string(b), "d")
+	if !ok {
+		return 0, errors.New("not a delivery cursor")
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("not a delivery cursor")
+	}
+	return id, nil
+}
+
+func pathID(r *http.Request, name string) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fieldProblem(CodeInvalidField, name, "must be a positive integer")
+	}
+	return id, nil
+}
+
+func pathRecipient(r *http.Request) (string, error) {
+	rec := r.PathValue("recipient")
+	if rec == "" || len(rec) > 200 {
+		return "", fieldProblem(CodeInvalidField, "recipient", "must be 1 to 200 bytes")
+	}
+	return rec, nil
+}

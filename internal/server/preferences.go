@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+)
+
+// quietHours is a daily window in the recipient's time zone.
+type quietHours struct {
+	Start    string `json:"start"`    // "22:00"
+	End      string `json:"end"`      // "07:00"; before Start means the window crosses midnight
+	TimeZone string `json:"timeZone"` // IANA, e.g. "Europe/Zurich"
+}
+
+// preferencesBody is GET and PUT /v1/recipients/{recipient}/preferences.
+type preferencesBody struct {
+	// OptOut lists the categories the recipient does not want.
+	OptOut     []string    `json:"optOut"`
+	QuietHours *quietHours `json:"quietHours"`
+}
+
+// Preference limits.
+const (
+	maxOptOuts     = 100
+	maxCategoryLen = 100
+)
+
+func (p *preferencesBody) check() error {
+	if len(p.OptOut) > maxOptOuts {
+		return fieldProblem(CodeInvalidField, "optOut", fmt.Sprintf("at most %d categories", maxOptOuts))
+	}
+	for i, c := range p.OptOut {
+		if c == "" || len(c) > maxCategoryLen || !utf8.ValidString(c) {
+			return fieldProblem(CodeInvalidField, fmt.Sprintf("optOut[%d]", i), fmt.Sprintf("a category is 1 to %d bytes of UTF-8", maxCategoryLen))
+		}
+	}
+	if q := p.QuietHours; q != nil {
+		start, err := parseClock(q.Start)
+		if err != nil {
+			return fieldProblem(CodeInvalidField, "quietHours.start", err.Error())
+		}
+		end, err := parseClock(q.End)
+		if err != nil {
+			return fieldProblem(CodeInvalidField, "quietHours.end", err.Error())
+		}
+		if start == end {
+			return fieldProblem(CodeInvalidField, "quietHours.end", "must differ from start (an empty window is no quiet hours: send null)")
+		}
+		if q.TimeZone == "" {
+			return fieldProblem(CodeMissingField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
+		}
+		if _, err := loadZone(q.TimeZone); err != nil {
+			return fieldProblem(CodeInvalidField, "quietHours.timeZone", fmt.Sprintf("%q is not an IANA time zone", q.TimeZone))
+		}
+	}
+	return nil
+}
+
+// parseClock reads "HH:MM" as minutes after midnight.
+func parseClock(s string) (int, error) {
+	t, err := time.Parse("15:04", s)
+	if err != nil || len(s) != 5 {
+		return 0, errors.New("must be a local time HH:MM, 00:00 to 23:59")
+	}
+	return t.Hour()*60 + t.Minute(), nil
+}
+
+// zones caches time.LoadLocation, which reads the zone database each time.
+var zones sync.Map // name → *time.Location
+
+func loadZone(name string) (*time.Location, error) {
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	if name == "Local" {
+		return nil, errors.New("Local is not an IANA zone")
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	zones.Store(name, l)
+	return l, nil
+}
+
+func viewPreferences(p *driver.Preference) preferencesBody {
+	v := preferencesBody{OptOut: []string{}}
+	if p == nil {
+		return v
+	}
+	if p.OptOut != nil {
+		v.OptOut = p.OptOut
+	}
+	if p.QuietStart != "" {
+		v.QuietHours = &quietHours{Start: p.QuietStart, End: p.QuietEnd, TimeZone: p.TimeZone}
+	}
+	return v
+}
+
+func (s *Server[TTx]) getPreferences(w http.ResponseWriter, r *http.Request) error {
+	recipient, err := pathRecipient(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.drv.Exec().PreferenceGet(r.Context(), recipient)
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewPreferences(p))
+	return nil
+}
+
+func (s *Server[TTx]) putPreferences(w http.ResponseWriter, r *http.Request) error {
+	recipient, err := pathRecipient(r)
+	if err != nil {
+		return err
+	}
+	var body preferencesBody
+	if err := s.decode(w, r, &body); err != nil {
+		return err
+	}
+	if err := body.check(); err != nil {
+		return err
+	}
+	p := &driver.Preference{Recipient: recipient, OptOut: slices.Compact(slices.Sorted(slices.Values(body.OptOut)))}
+	if q := body.QuietHours; q != nil {
+		p.QuietStart, p.QuietEnd, p.TimeZone = q.Start, q.End, q.TimeZone
+	}
+	if err := s.drv.Exec().PreferencePut(r.Context(), p, nil); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewPreferences(p))
+	return nil
+}
+
+// PreferenceEligibility is the server's eligibility rule: it reads the due
+// recipients' preferences with one query on the claim transaction. A recipient
+// who opted out of the message's category is skipped; one inside quiet hours —
+// in their own time zone, at the claim's now — is delayed to the window's end.
+func PreferenceEligibility[TTx any](drv driver.Driver[TTx]) oncepush.Eligibility {
+	return func(ctx context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
+		ex := drv.Exec()
+		if tx, ok := oncepush.ClaimTx[TTx](ctx); ok {
+			ex = drv.UnwrapExecutor(tx)
+		}
+		prefs, err := ex.PreferenceGetMany(ctx, recipients)
+		if err != nil {
+			return nil, fmt.Errorf("read preferences: %w", err)
+		}
+		out := make(map[string]oncepush.Decision, len(prefs))
+		for _, p := range prefs {
+			if n.Category != "" && slices.Contains(p.OptOut, n.Category) {
+				out[p.Recipient] = oncepush.DecisionSkip
+				continue
+			}
+			if end, quiet := quietUntil(p, n.Now); quiet {
+				out[p.Recipient] = oncepush.DelayUntil(end)
+			}
+		}
+		return out, nil
+	}
+}
+
+// quietUntil reports whether now falls in p's quiet hours, and when they end.
+func quietUntil(p *driver.Preference, now time.Time) (time.Time, bool) {
+	if p.QuietStart == "" {
+		return time.Time{}, false
+	}
+	start, err1 := parseClock(p.QuietStart)
+	end, err2 := parseClock(p.QuietEnd)
+	loc, err3 := loadZone(p.TimeZone)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return time.Time{}, false // validated when stored; never block on a bad row
+	}
+	local := now.In(loc)
+	m := local.Hour()*60 + local.Minute()
+	endToday := time.Date(local.Year(), local.Month(), local.Day(), end/60, end%60, 0, 0, loc)
+	switch {
+	case start < end && m >= start && m < end: // 13:00–15:00
+		return endToday, true
+	case start > end && m >= start: // 22:00–07:00, before midnight
+		return endToday.AddDate(0, 0, 1), true
+	case start > end && m < end: // 22:00–07:00, after midnight
+		return endToday, true
+	}
+	return time.Time{}, false
+}

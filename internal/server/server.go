@@ -1,0 +1,254 @@
+// Package server is oncepush's HTTP API: notifications, devices, preferences and
+// delivery history over JSON, with bearer API keys (stored hashed, with scopes),
+// RFC 9457 problem+json errors with stable codes, Prometheus metrics and the
+// OpenAPI document. It is the library behind HTTP; see docs/architecture.md.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/api"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/apikey"
+)
+
+// MaxBodyBytesDefault bounds request bodies: 10,000 recipients of 100 bytes fit.
+const MaxBodyBytesDefault = 2 << 20
+
+// Options configure a Server.
+type Options[TTx any] struct {
+	// Client is the engine; the server sends, registers and reads through it.
+	Client *oncepush.Client[TTx]
+	// Driver is the client's driver (for the server's own state: keys,
+	// preferences, idempotency records).
+	Driver driver.Driver[TTx]
+	// Metrics, when set, is served at /metrics and counts HTTP requests.
+	Metrics *Metrics
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; default MaxBodyBytesDefault.
+	MaxBodyBytes int64
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server serves the HTTP API.
+type Server[TTx any] struct {
+	core
+	client *oncepush.Client[TTx]
+	drv    driver.Driver[TTx]
+	mux    *http.ServeMux
+}
+
+// core is what does not depend on the transaction type.
+type core struct {
+	log     *slog.Logger
+	metrics *Metrics
+	maxBody int64
+	version string
+}
+
+// New returns a server; Handler serves it.
+func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
+	if o.Client == nil || o.Driver == nil {
+		return nil, errors.New("server: Options.Client and Options.Driver are required")
+	}
+	s := &Server[TTx]{client: o.Client, drv: o.Driver, mux: http.NewServeMux()}
+	s.log = o.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.metrics = o.Metrics
+	s.maxBody = o.MaxBodyBytes
+	if s.maxBody <= 0 {
+		s.maxBody = MaxBodyBytesDefault
+	}
+	s.version = o.Version
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server[TTx]) Handler() http.Handler { return s.mux }
+
+// handlerFunc is an API handler: it writes its answer, or returns an error that
+// becomes a problem+json answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server[TTx]) routes() {
+	s.handle("POST /v1/notifications", apikey.ScopeSend, s.postNotification)
+	s.handle("GET /v1/notifications/{id}", apikey.ScopeRead, s.getNotification)
+	s.handle("GET /v1/notifications/{id}/deliveries", apikey.ScopeRead, s.listNotificationDeliveries)
+	s.handle("GET /v1/recipients/{recipient}/deliveries", apikey.ScopeRead, s.listRecipientDeliveries)
+	s.handle("PUT /v1/recipients/{recipient}/devices", apikey.ScopeDevices, s.putDevice)
+	s.handle("GET /v1/recipients/{recipient}/devices", apikey.ScopeRead, s.listDevices)
+	s.handle("DELETE /v1/devices", apikey.ScopeDevices, s.deleteDevice)
+	s.handle("POST /v1/sessions/{session}/revoke", apikey.ScopeDevices, s.revokeSession)
+	s.handle("DELETE /v1/recipients/{recipient}", apikey.ScopeDevices, s.deleteRecipient)
+	s.handle("GET /v1/recipients/{recipient}/preferences", apikey.ScopeRead, s.getPreferences)
+	s.handle("PUT /v1/recipients/{recipient}/preferences", apikey.ScopeDevices, s.putPreferences)
+
+	s.handle("GET /healthz", "", s.healthz)
+	s.handle("GET /readyz", "", s.readyz)
+	s.handle("GET /openapi.json", "", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(api.OpenAPI)
+		return err
+	})
+	if s.metrics != nil {
+		s.mux.Handle("GET /metrics", s.metrics.Handler(s.dueStats))
+	}
+	// Paths the API knows, with a method it does not serve: 405 with Allow.
+	for path, allow := range map[string]string{
+		"/v1/notifications":                      "POST",
+		"/v1/notifications/{id}":                 "GET",
+		"/v1/notifications/{id}/deliveries":      "GET",
+		"/v1/recipients/{recipient}/deliveries":  "GET",
+		"/v1/recipients/{recipient}/devices":     "GET, PUT",
+		"/v1/devices":                            "DELETE",
+		"/v1/sessions/{session}/revoke":          "POST",
+		"/v1/recipients/{recipient}":             "DELETE",
+		"/v1/recipients/{recipient}/preferences": "GET, PUT",
+	} {
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allow)))
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
+	})
+}
+
+// handle registers an API route: authentication (when scope is set), panics
+// turned into 500s, errors into problem+json, metrics and one log line per
+// failure.
+func (s *Server[TTx]) handle(pattern, scope string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusWriter{ResponseWriter: w}
+		var keyID string
+		err := func() (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+				}
+			}()
+			if scope != "" {
+				id, err := s.authorize(r, scope)
+				keyID = id
+				if err != nil {
+					return err
+				}
+			}
+			return h(rec, r)
+		}()
+		if err != nil {
+			p := asProblem(err)
+			if p.Status >= 500 {
+				s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
+					slog.String("route", pattern), slog.String("key", keyID), slog.Any("error", errors.Join(err, p.cause)))
+			}
+			if !rec.wrote {
+				writeProblem(rec, r, p)
+			}
+		}
+		if s.metrics != nil {
+			s.metrics.observeHTTP(pattern, rec.code(), time.Since(start))
+		}
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// authorize checks the bearer key and its scope; it returns the key's id.
+func (s *Server[TTx]) authorize(r *http.Request, scope string) (string, error) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "", problem(http.StatusUnauthorized, CodeUnauthorized, "send an API key: Authorization: Bearer opk_…")
+	}
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", problem(http.StatusUnauthorized, CodeUnauthorized, "the Authorization header must be: Bearer <API key>")
+	}
+	key, err := apikey.Parse(token)
+	if err != nil {
+		return "", problem(http.StatusUnauthorized, CodeUnauthorized, "the API key is malformed")
+	}
+	row, err := s.drv.Exec().APIKeyGetByHash(r.Context(), key.Hash())
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return key.ID(), problem(http.StatusUnauthorized, CodeUnauthorized, "unknown API key")
+	case err != nil:
+		return key.ID(), unavailable(err)
+	case row.RevokedAt != nil:
+		return key.ID(), problem(http.StatusUnauthorized, CodeUnauthorized, "the API key was revoked")
+	case !apikey.Allows(row.Scopes, scope):
+		return key.ID(), problem(http.StatusForbidden, CodeForbidden, fmt.Sprintf("the API key lacks the %q scope", scope))
+	}
+	return key.ID(), nil
+}
+
+// unavailable wraps a database failure as a 503.
+func unavailable(err error) *Problem {
+	p := problem(http.StatusServiceUnavailable, CodeUnavailable, "the database cannot be reached")
+	p.cause = err
+	return p
+}
+
+func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version})
+	return nil
+}
+
+// readyz: the database answers and is migrated to exactly this build's schema.
+func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if err := s.client.CheckSchema(ctx); err != nil {
+		p := problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		writeProblem(w, r, p)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+// dueStats feeds the backlog gauges at scrape time.
+func (s *Server[TTx]) dueStats(ctx context.Context) (int, time.Duration, error) {
+	return s.drv.Exec().DeliveryDueStats(ctx, nil)
+}
