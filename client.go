@@ -1,11 +1,13 @@
 package oncepush
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -40,6 +42,12 @@ type clientCore struct {
 
 	wakeMu sync.Mutex
 	wakers []chan struct{}
+
+	// notify reaches other processes' workers (driver.Notify); one call is in
+	// flight at a time, and calls meanwhile make it run once more.
+	notify      func(context.Context) error
+	notifying   atomic.Bool
+	notifyAgain atomic.Bool
 }
 
 // NewClient returns a client on the driver. It does not touch the database; call
@@ -57,6 +65,7 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	}
 	cl := &Client[TTx]{driver: d}
 	cl.cfg = c
+	cl.notify = d.Notify
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
@@ -112,16 +121,26 @@ func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message
 	if err != nil {
 		return SendResult{}, err
 	}
-	var res SendResult
-	err = c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-		res, err = c.write(ctx, ex, p, &msg, opts)
-		return err
-	})
+	// The wake-up goes out after the commit, not inside the transaction: see
+	// SendOptions.DeferWake.
+	deferred := SendOptions{}
+	if opts != nil {
+		deferred = *opts
+	}
+	deferred.DeferWake = true
+	// No transaction of our own: the driver writes the message and its
+	// deliveries atomically (one statement on PostgreSQL, one write
+	// transaction on SQLite), which saves two round trips per send.
+	ex := c.driver.Exec()
+	res, err := c.write(ctx, ex, p, &msg, &deferred)
+	if errors.Is(err, driver.ErrRequestRecorded) {
+		return c.replay(ctx, ex, &deferred)
+	}
 	if err != nil {
 		return SendResult{}, err
 	}
-	if res.Queued > 0 {
-		c.wake()
+	if res.Queued > 0 && deferred.ScheduledAt.IsZero() {
+		c.Wake()
 	}
 	return res, nil
 }
@@ -138,7 +157,36 @@ func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, m
 	if err != nil {
 		return SendResult{}, err
 	}
-	return c.write(ctx, c.driver.UnwrapExecutor(tx), p, &msg, opts)
+	ex := c.driver.UnwrapExecutor(tx)
+	if opts == nil || opts.RequestHash == nil {
+		return c.write(ctx, ex, p, &msg, opts)
+	}
+	// A request recorded before makes the write fail; a savepoint keeps that
+	// failure from aborting the caller's transaction.
+	var res SendResult
+	err = ex.WithSavepoint(ctx, func() error {
+		var err error
+		res, err = c.write(ctx, ex, p, &msg, opts)
+		return err
+	})
+	if errors.Is(err, driver.ErrRequestRecorded) {
+		return c.replay(ctx, ex, opts)
+	}
+	return res, err
+}
+
+// replay answers a recorded request: the first send's result, or
+// ErrDedupConflict when the key came with a different request.
+func (c *clientCore) replay(ctx context.Context, ex driver.Executor, opts *SendOptions) (SendResult, error) {
+	rec, err := ex.IdempotencyGet(ctx, opts.DedupKey)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("oncepush: read recorded request: %w", err)
+	}
+	if !bytes.Equal(rec.RequestHash, opts.RequestHash) {
+		return SendResult{}, ErrDedupConflict
+	}
+	c.cfg.Observer.Queued(0, rec.Queued+rec.Duplicates)
+	return SendResult{MessageID: rec.MessageID, Queued: rec.Queued, Duplicates: rec.Duplicates, Replayed: true}, nil
 }
 
 func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared, msg *Message, opts *SendOptions) (SendResult, error) {
@@ -150,24 +198,22 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 	if !opts.ScheduledAt.IsZero() {
 		scheduled = &opts.ScheduledAt
 	}
-	id, err := ex.MessageInsert(ctx, &driver.MessageInsertParams{
-		Now: now, Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
-		Image: p.image, Category: opts.Category, Ambiguity: string(p.policy),
-		ScheduledAt: scheduled, Lifetime: p.lifetime,
-	})
-	if err != nil {
-		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
-	}
 	nids := make([]string, len(p.recipients))
 	for i, r := range p.recipients {
 		nids[i] = notificationIDFor(msg.Type, r, opts.DedupKey)
 	}
-	n, err := ex.DeliveryInsertMany(ctx, &driver.DeliveryInsertManyParams{
-		Now: now, MessageID: id, Recipients: p.recipients, NotificationIDs: nids,
-		DedupKey: opts.DedupKey, ScheduledAt: scheduled,
+	id, n, err := ex.MessageInsert(ctx, &driver.MessageInsertParams{
+		Now: now, Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
+		Image: p.image, Category: opts.Category, Ambiguity: string(p.policy),
+		ScheduledAt: scheduled, Lifetime: p.lifetime,
+		Recipients: p.recipients, NotificationIDs: nids, DedupKey: opts.DedupKey,
+		RequestHash: opts.RequestHash, Duplicates: p.dupes,
 	})
+	if errors.Is(err, driver.ErrRequestRecorded) {
+		return SendResult{}, err
+	}
 	if err != nil {
-		return SendResult{}, fmt.Errorf("oncepush: write deliveries: %w", err)
+		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
 	}
 	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
 	c.cfg.Observer.Queued(res.Queued, res.Duplicates)
@@ -179,7 +225,7 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 		res.MessageID = 0
 		return res, nil
 	}
-	if scheduled == nil {
+	if scheduled == nil && !opts.DeferWake {
 		if err := ex.Wake(ctx); err != nil {
 			return SendResult{}, fmt.Errorf("oncepush: wake workers: %w", err)
 		}

@@ -33,6 +33,9 @@ var (
 	ErrSchemaTooNew = driver.ErrSchemaTooNew
 	// ErrSchemaNotCurrent: the database needs Migrate before a client can use it.
 	ErrSchemaNotCurrent = driver.ErrSchemaNotCurrent
+	// ErrDedupConflict: a recorded request's dedup key was used before with a
+	// different RequestHash (SendOptions.RequestHash).
+	ErrDedupConflict = errors.New("oncepush: dedup key already used for a different request")
 	// ErrAlreadyStarted: Start was called on a running client.
 	ErrAlreadyStarted = errors.New("oncepush: client already started")
 )

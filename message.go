@@ -68,6 +68,21 @@ type SendOptions struct {
 	Lifetime time.Duration
 	// Ambiguity overrides the category's and the client's policy.
 	Ambiguity AmbiguityPolicy
+	// RequestHash identifies the request that carries DedupKey (say, the
+	// SHA-256 of its body) and makes the send a recorded request: the first
+	// send with the key records its result in the same atomic write, and a
+	// later send with the same key writes nothing and returns that result
+	// (SendResult.Replayed) when RequestHash matches, or fails with
+	// ErrDedupConflict when it does not — the same key for a different request
+	// is refused, never silently dropped. The record lives as long as
+	// deliveries (Config.Retention). Requires DedupKey; at most 64 bytes.
+	RequestHash []byte
+	// DeferWake writes no wake-up into SendTx's transaction. PostgreSQL commits
+	// transactions that NOTIFY one at a time, so at high send rates the
+	// in-transaction wake-up makes commits queue; with DeferWake, call
+	// Client.Wake after the transaction commits (or the workers find the
+	// deliveries at their next poll). Send always wakes after its commit.
+	DeferWake bool
 }
 
 // SendResult says what a send queued.
@@ -79,6 +94,10 @@ type SendResult struct {
 	// Duplicates is the number of recipients skipped: their dedup key was already
 	// used, or they were listed twice.
 	Duplicates int
+	// Replayed is true when the send was a recorded request already made
+	// (SendOptions.RequestHash): nothing was written, and the other fields are
+	// the first send's.
+	Replayed bool
 }
 
 // Send limits.
@@ -190,6 +209,9 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 
 	if len(opts.DedupKey) > maxKeyLen || !utf8.ValidString(opts.DedupKey) {
 		return nil, invalid("dedupKey", "must be valid UTF-8 of at most %d bytes", maxKeyLen)
+	}
+	if opts.RequestHash != nil && (opts.DedupKey == "" || len(opts.RequestHash) == 0 || len(opts.RequestHash) > 64) {
+		return nil, invalid("dedupKey", "a recorded request (RequestHash, 1 to 64 bytes) needs a dedup key")
 	}
 	if len(opts.Category) > maxTypeLen || !utf8.ValidString(opts.Category) {
 		return nil, invalid("category", "must be valid UTF-8 of at most %d bytes", maxTypeLen)

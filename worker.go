@@ -106,11 +106,36 @@ func (c *Client[TTx]) RunOnce(ctx context.Context) (RunStats, error) {
 	return c.run(ctx, ctx)
 }
 
-// Wake tells this client's idle workers to look for due work now. Call it
-// after committing a transaction that used SendTx: PostgreSQL would deliver the
-// wake-up by NOTIFY anyway, but SQLite's workers otherwise notice the commit
-// only at their next poll of the file (about 50 ms).
-func (c *Client[TTx]) Wake() { c.wake() }
+// Wake tells idle workers — this client's at once, other processes' through
+// the database (PostgreSQL NOTIFY) — to look for due work now. Call it after
+// committing a transaction whose SendTx used DeferWake. Concurrent calls are
+// coalesced: at most one notification is in flight, followed by one more if
+// calls arrived meanwhile.
+func (c *Client[TTx]) Wake() {
+	c.wake()
+	c.notifyOthers()
+}
+
+func (c *clientCore) notifyOthers() {
+	c.notifyAgain.Store(true)
+	if !c.notifying.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		for {
+			c.notifyAgain.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := c.notify(ctx); err != nil {
+				c.log.Debug("wake-up notification failed; workers will poll", slog.Any("error", err))
+			}
+			cancel()
+			c.notifying.Store(false)
+			if !c.notifyAgain.Load() || !c.notifying.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
 
 // wake tells every idle worker to look for work now.
 func (c *clientCore) wake() {

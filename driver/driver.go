@@ -31,6 +31,9 @@ var (
 	ErrSchemaNotCurrent = errors.New("oncepush/driver: database schema is not migrated")
 	// ErrSessionRevoked: a device was registered under a session that was revoked.
 	ErrSessionRevoked = errors.New("oncepush/driver: session revoked")
+	// ErrRequestRecorded: MessageInsert was asked to record a request whose key
+	// is recorded already; it wrote nothing.
+	ErrRequestRecorded = errors.New("oncepush/driver: request already recorded")
 )
 
 // Delivery statuses. A delivery is pending until it reaches one of the others,
@@ -87,6 +90,10 @@ type Driver[TTx any] interface {
 	// UnwrapExecutor wraps a caller's transaction.
 	UnwrapExecutor(tx TTx) Executor
 
+	// Notify tells listening workers (of every process) that work may be due,
+	// outside any transaction, at once. Drivers without such a channel do nothing.
+	Notify(ctx context.Context) error
+
 	// Listen blocks until ctx is done, calling wake whenever another connection
 	// or process may have made work due (PostgreSQL LISTEN). Drivers that cannot
 	// hear other writers return nil at once; the engine then relies on polling.
@@ -110,13 +117,13 @@ type MigrateResult struct {
 type Executor interface {
 	// --- sending
 
-	// MessageInsert writes a message and returns its id.
-	MessageInsert(ctx context.Context, p *MessageInsertParams) (int64, error)
+	// MessageInsert writes a message and one delivery per recipient, skipping
+	// recipients whose (recipient, dedup key) exists, and returns the message id
+	// and how many deliveries it inserted. It is atomic on its own (PostgreSQL:
+	// one statement; SQLite: one write transaction when not in one already).
+	MessageInsert(ctx context.Context, p *MessageInsertParams) (id int64, inserted int, err error)
 	// MessageDelete deletes a message (one whose deliveries were all duplicates).
 	MessageDelete(ctx context.Context, id int64) error
-	// DeliveryInsertMany inserts one delivery per recipient; rows whose
-	// (recipient, dedup key) exists are skipped. It returns how many were inserted.
-	DeliveryInsertMany(ctx context.Context, p *DeliveryInsertManyParams) (int, error)
 	// Wake tells listening workers that work may be due, delivered only when the
 	// surrounding transaction commits. Drivers without such a channel do nothing.
 	Wake(ctx context.Context) error
@@ -226,14 +233,8 @@ type Executor interface {
 	// PreferencePut replaces a recipient's preferences.
 	PreferencePut(ctx context.Context, p *Preference, now *time.Time) error
 
-	// IdempotencyClaim inserts a record for key with the request's hash, and
-	// reports whether it did; false means a record with the key exists (once
-	// the transaction that wrote it has committed).
-	IdempotencyClaim(ctx context.Context, key string, requestHash []byte, now *time.Time) (bool, error)
-	// IdempotencyGet returns the record of key, or ErrNotFound.
+	// IdempotencyGet returns the recorded request of key, or ErrNotFound.
 	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)
-	// IdempotencyFinish stores the answer given under key.
-	IdempotencyFinish(ctx context.Context, key string, response []byte) error
 	// IdempotencyDeleteOld deletes up to Limit records created before now-Age.
 	IdempotencyDeleteOld(ctx context.Context, p *CleanupParams) (int, error)
 }
@@ -262,12 +263,14 @@ type Preference struct {
 	UpdatedAt  time.Time
 }
 
-// IdempotencyRecord is what an idempotent request left: the hash of its body
-// and the answer it got.
+// IdempotencyRecord is what a recorded request did: the hash of the request
+// and the first send's result.
 type IdempotencyRecord struct {
 	Key         string
 	RequestHash []byte
-	Response    []byte // nil until IdempotencyFinish
+	MessageID   int64 // 0 when nothing was queued
+	Queued      int
+	Duplicates  int
 	CreatedAt   time.Time
 }
 
@@ -287,8 +290,10 @@ type Message struct {
 	CreatedAt   time.Time
 }
 
-// MessageInsertParams writes a message. Lifetime is added to ScheduledAt (or now,
-// when ScheduledAt is nil) to give expires_at.
+// MessageInsertParams writes a message and its deliveries: Recipients[i] gets
+// NotificationIDs[i]. Lifetime is added to ScheduledAt (or now, when
+// ScheduledAt is nil) to give expires_at; deliveries fall due at ScheduledAt,
+// or now.
 type MessageInsertParams struct {
 	Now         *time.Time
 	Type        string
@@ -301,17 +306,18 @@ type MessageInsertParams struct {
 	Ambiguity   string
 	ScheduledAt *time.Time
 	Lifetime    time.Duration
-}
 
-// DeliveryInsertManyParams inserts deliveries of one message: Recipients[i] gets
-// NotificationIDs[i]. They fall due at ScheduledAt, or now when nil.
-type DeliveryInsertManyParams struct {
-	Now             *time.Time
-	MessageID       int64
 	Recipients      []string
 	NotificationIDs []string
 	DedupKey        string // "" = none
-	ScheduledAt     *time.Time
+
+	// RequestHash, when set, records the request under DedupKey in the same
+	// atomic write: the hash, the message id, the number queued, and
+	// Duplicates plus the recipients not queued. If the key is recorded
+	// already, nothing at all is written and the error is ErrRequestRecorded
+	// (a concurrent writer of the key is waited for first).
+	RequestHash []byte
+	Duplicates  int
 }
 
 // DeliveryClaimParams leases due deliveries.

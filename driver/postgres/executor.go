@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncepush/oncepush/driver"
 )
@@ -16,31 +18,30 @@ type executor struct {
 
 var _ driver.Executor = (*executor)(nil)
 
-func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, error) {
+func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, int, error) {
 	var data any // NULL, not the JSON literal null, when there is no data
 	if p.Data != nil {
 		data = string(p.Data)
 	}
 	var id int64
+	var n int
 	err := e.db.QueryRow(ctx, q.Get("MessageInsert"), pgx.NamedArgs{
 		"now": p.Now, "type": p.Type, "title": p.Title, "body": p.Body, "data": data,
 		"link": p.Link, "image": p.Image, "category": p.Category, "ambiguity": p.Ambiguity,
 		"scheduled_at": p.ScheduledAt, "lifetime_us": micros(p.Lifetime),
-	}).Scan(&id)
-	return id, err
+		"recipients": p.Recipients, "notification_ids": p.NotificationIDs, "dedup_key": p.DedupKey,
+		"request_hash": p.RequestHash, "duplicates": p.Duplicates,
+	}).Scan(&id, &n)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "oncepush_idempotency_pkey" {
+		return 0, 0, driver.ErrRequestRecorded
+	}
+	return id, n, err
 }
 
 func (e *executor) MessageDelete(ctx context.Context, id int64) error {
 	_, err := e.db.Exec(ctx, q.Get("MessageDelete"), pgx.NamedArgs{"id": id})
 	return err
-}
-
-func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertManyParams) (int, error) {
-	tag, err := e.db.Exec(ctx, q.Get("DeliveryInsertMany"), pgx.NamedArgs{
-		"now": p.Now, "message_id": p.MessageID, "recipients": p.Recipients,
-		"notification_ids": p.NotificationIDs, "dedup_key": p.DedupKey, "scheduled_at": p.ScheduledAt,
-	})
-	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) Wake(ctx context.Context) error {
@@ -513,11 +514,6 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 	return err
 }
 
-func (e *executor) IdempotencyClaim(ctx context.Context, key string, requestHash []byte, now *time.Time) (bool, error) {
-	tag, err := e.db.Exec(ctx, q.Get("IdempotencyClaim"), pgx.NamedArgs{"key": key, "request_hash": requestHash, "now": now})
-	return tag.RowsAffected() == 1, err
-}
-
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
 	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), pgx.NamedArgs{"key": key})
 	if err != nil {
@@ -525,15 +521,10 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (*driver.IdempotencyRecord, error) {
 		rec := &driver.IdempotencyRecord{}
-		err := r.Scan(&rec.Key, &rec.RequestHash, &rec.Response, &rec.CreatedAt)
+		err := r.Scan(&rec.Key, &rec.RequestHash, &rec.MessageID, &rec.Queued, &rec.Duplicates, &rec.CreatedAt)
 		return rec, err
 	})
 	return r, translate(err)
-}
-
-func (e *executor) IdempotencyFinish(ctx context.Context, key string, response []byte) error {
-	_, err := e.db.Exec(ctx, q.Get("IdempotencyFinish"), pgx.NamedArgs{"key": key, "response": response})
-	return err
 }
 
 func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {

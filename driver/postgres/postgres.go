@@ -68,6 +68,12 @@ func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool} }
 // UnwrapExecutor implements driver.Driver.
 func (d *Driver) UnwrapExecutor(tx pgx.Tx) driver.Executor { return &executor{db: tx} }
 
+// Notify implements driver.Driver: NOTIFY on the pool, outside any transaction.
+func (d *Driver) Notify(ctx context.Context) error {
+	_, err := d.pool.Exec(ctx, q.Get("Wake"))
+	return err
+}
+
 // Listen implements driver.Driver: LISTEN on a dedicated connection built from
 // the pool's configuration, reconnecting with a pause after errors, until ctx ends.
 // Wake-ups of other schemas (the payload names the schema) are ignored.

@@ -3,26 +3,42 @@
 -- Durations arrive as microseconds (bigint).
 
 -- name: MessageInsert :one
-WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
-INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
-                              scheduled_at, expires_at, created_at)
-SELECT @type, @title, @body, @data::jsonb, @link, @image, @category, @ambiguity,
-       coalesce(@scheduled_at::timestamptz, n.now),
-       coalesce(@scheduled_at::timestamptz, n.now) + @lifetime_us::bigint * interval '1 microsecond',
-       n.now
-FROM n
-RETURNING id;
+-- The message and all its deliveries in one statement (one round trip); the
+-- ON CONFLICT target repeats the partial unique index's predicate.
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
+m AS (
+    INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
+                                  scheduled_at, expires_at, created_at)
+    SELECT @type, @title, @body, @data::jsonb, @link, @image, @category, @ambiguity,
+           coalesce(@scheduled_at::timestamptz, n.now),
+           coalesce(@scheduled_at::timestamptz, n.now) + @lifetime_us::bigint * interval '1 microsecond',
+           n.now
+    FROM n
+    RETURNING id, scheduled_at, created_at
+),
+d AS (
+    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+    SELECT m.id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''), m.scheduled_at, m.created_at
+    FROM m, unnest(@recipients::text[], @notification_ids::text[]) AS u (recipient, notification_id)
+    ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING 1
+),
+c AS (SELECT count(*)::integer AS queued FROM d),
+-- A recorded request: a plain INSERT, so that a key recorded before (or by a
+-- concurrent statement, which it waits for) fails the whole statement with a
+-- unique violation and nothing of this send is written.
+r AS (
+    INSERT INTO oncepush_idempotency (key, request_hash, message_id, queued, duplicates, created_at)
+    SELECT @dedup_key, @request_hash::bytea, CASE WHEN c.queued > 0 THEN m.id ELSE 0 END, c.queued,
+           @duplicates::integer + cardinality(@recipients::text[]) - c.queued, m.created_at
+    FROM m, c
+    WHERE @request_hash::bytea IS NOT NULL
+    RETURNING 1
+)
+SELECT m.id, c.queued FROM m, c;
 
 -- name: MessageDelete :exec
 DELETE FROM oncepush_message WHERE id = @id;
-
--- name: DeliveryInsertMany :execrows
-WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
-INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
-SELECT @message_id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''),
-       coalesce(@scheduled_at::timestamptz, n.now), n.now
-FROM unnest(@recipients::text[], @notification_ids::text[]) AS u (recipient, notification_id), n
-ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
 
 -- name: Wake :exec
 SELECT pg_notify('oncepush_wake', current_schema());
@@ -330,18 +346,8 @@ SET opt_out = excluded.opt_out, quiet_start = excluded.quiet_start, quiet_end = 
 -- name: PreferenceDeleteByRecipient :execrows
 DELETE FROM oncepush_preference WHERE recipient = @recipient;
 
--- name: IdempotencyClaim :execrows
--- Insert-first: a concurrent request with the same key waits here for the
--- first one's transaction, then finds its row.
-INSERT INTO oncepush_idempotency (key, request_hash, created_at)
-VALUES (@key, @request_hash, coalesce(@now::timestamptz, now()))
-ON CONFLICT (key) DO NOTHING;
-
 -- name: IdempotencyGet :one
-SELECT key, request_hash, response, created_at FROM oncepush_idempotency WHERE key = @key;
-
--- name: IdempotencyFinish :exec
-UPDATE oncepush_idempotency SET response = @response WHERE key = @key;
+SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
 -- name: IdempotencyDeleteOld :execrows
 WITH old AS MATERIALIZED (

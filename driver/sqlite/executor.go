@@ -202,33 +202,13 @@ func rowsAffected(res sql.Result, err error) (int, error) {
 
 // --- sending
 
-func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, error) {
+func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, int, error) {
+	if len(p.Recipients) != len(p.NotificationIDs) {
+		return 0, 0, fmt.Errorf("sqlite: %d recipients but %d notification ids", len(p.Recipients), len(p.NotificationIDs))
+	}
 	var data any // NULL, not the JSON literal null, when there is no data
 	if p.Data != nil {
 		data = string(p.Data)
-	}
-	return written(ctx, e, func(db dbtx) (int64, error) {
-		var id int64
-		err := db.QueryRowContext(ctx, q.Get("MessageInsert"),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("type", p.Type), sql.Named("title", p.Title),
-			sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
-			sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
-			sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
-		).Scan(&id)
-		return id, err
-	})
-}
-
-func (e *executor) MessageDelete(ctx context.Context, id int64) error {
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
-		return err
-	})
-}
-
-func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertManyParams) (int, error) {
-	if len(p.Recipients) != len(p.NotificationIDs) {
-		return 0, fmt.Errorf("sqlite: %d recipients but %d notification ids", len(p.Recipients), len(p.NotificationIDs))
 	}
 	pairs := make([][2]string, len(p.Recipients))
 	for i, r := range p.Recipients {
@@ -236,13 +216,56 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 	}
 	list, err := jsonList(pairs)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("DeliveryInsertMany"),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
+	now := nowMicros(p.Now) // one instant for both statements
+	var id int64
+	var n int
+	err = e.write(ctx, func(db dbtx) error {
+		err := db.QueryRowContext(ctx, q.Get("MessageInsert"),
+			sql.Named("now", now), sql.Named("type", p.Type), sql.Named("title", p.Title),
+			sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
+			sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
+			sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
+		).Scan(&id)
+		if err != nil {
+			return err
+		}
+		n, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryInsertMany"),
+			sql.Named("now", now), sql.Named("message_id", id), sql.Named("deliveries", list),
 			sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
 		))
+		if err != nil || p.RequestHash == nil {
+			return err
+		}
+		recorded := id
+		if n == 0 {
+			recorded = 0
+		}
+		ok, err := rowsAffected(db.ExecContext(ctx, q.Get("IdempotencyInsert"), sql.Named("key", p.DedupKey),
+			sql.Named("request_hash", p.RequestHash), sql.Named("message_id", recorded), sql.Named("queued", n),
+			sql.Named("duplicates", p.Duplicates+len(p.Recipients)-n), sql.Named("now", now)))
+		if err != nil {
+			return err
+		}
+		if ok == 0 {
+			// Nothing of this send may remain: in a transaction of its own
+			// (write) the error rolls it back; inside the caller's, the
+			// engine wraps the call in a savepoint.
+			return driver.ErrRequestRecorded
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return id, n, nil
+}
+
+func (e *executor) MessageDelete(ctx context.Context, id int64) error {
+	return e.write(ctx, func(db dbtx) error {
+		_, err := db.ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
+		return err
 	})
 }
 
@@ -771,29 +794,14 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 	})
 }
 
-func (e *executor) IdempotencyClaim(ctx context.Context, key string, requestHash []byte, now *time.Time) (bool, error) {
-	n, err := written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("IdempotencyClaim"), sql.Named("key", key),
-			sql.Named("request_hash", requestHash), sql.Named("now", nowMicros(now))))
-	})
-	return n == 1, err
-}
-
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
 	r := &driver.IdempotencyRecord{}
 	err := e.conn().QueryRowContext(ctx, q.Get("IdempotencyGet"), sql.Named("key", key)).
-		Scan(&r.Key, &r.RequestHash, &r.Response, timeCol{&r.CreatedAt})
+		Scan(&r.Key, &r.RequestHash, &r.MessageID, &r.Queued, &r.Duplicates, timeCol{&r.CreatedAt})
 	if err != nil {
 		return nil, translate(err)
 	}
 	return r, nil
-}
-
-func (e *executor) IdempotencyFinish(ctx context.Context, key string, response []byte) error {
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("IdempotencyFinish"), sql.Named("key", key), sql.Named("response", response))
-		return err
-	})
 }
 
 func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {

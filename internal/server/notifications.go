@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -81,67 +79,28 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		opts.Lifetime = time.Duration(*req.TTLSeconds) * time.Second
 	}
 
-	var ans sendAnswer
-	var replay []byte
-	err := s.drv.InTx(r.Context(), func(ctx context.Context, tx TTx, ex driver.Executor) error {
-		var hash []byte
-		if key != "" {
-			// The request's identity is its decoded content, re-encoded
-			// canonically: whitespace and key order do not make another request.
-			canon, err := json.Marshal(req)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(canon)
-			hash = sum[:]
-			won, err := ex.IdempotencyClaim(ctx, key, hash, nil)
-			if err != nil {
-				return err
-			}
-			if !won {
-				rec, err := ex.IdempotencyGet(ctx, key)
-				if err != nil {
-					return err
-				}
-				if !bytes.Equal(rec.RequestHash, hash) || rec.Response == nil {
-					p := problem(http.StatusConflict, CodeIdempotencyConflict,
-						"this dedupeKey was used with a different request; use a new key for a new notification")
-					p.Field = "dedupeKey"
-					return p
-				}
-				replay = rec.Response
-				return nil
-			}
-		}
-		res, err := s.client.SendTx(ctx, tx, req.Recipients, msg, opts)
+	if key != "" {
+		// The request's identity is its decoded content, re-encoded
+		// canonically: whitespace and key order do not make another request.
+		canon, err := json.Marshal(req)
 		if err != nil {
-			return renameField(err)
+			return err
 		}
-		ans = sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates}
-		if key != "" {
-			b, err := json.Marshal(ans)
-			if err != nil {
-				return err
-			}
-			return ex.IdempotencyFinish(ctx, key, b)
-		}
-		return nil
-	})
+		sum := sha256.Sum256(canon)
+		opts.RequestHash = sum[:]
+	}
+	// One atomic write: the message, its deliveries and the request's record.
+	res, err := s.client.Send(r.Context(), req.Recipients, msg, opts)
+	if errors.Is(err, oncepush.ErrDedupConflict) {
+		p := problem(http.StatusConflict, CodeIdempotencyConflict,
+			"this dedupeKey was used with a different request; use a new key for a new notification")
+		p.Field = "dedupeKey"
+		return p
+	}
 	if err != nil {
-		return err
+		return renameField(err)
 	}
-	if replay != nil {
-		if err := json.Unmarshal(replay, &ans); err != nil {
-			return fmt.Errorf("stored answer of %q: %w", key, err)
-		}
-		ans.Duplicate = true
-		writeJSON(w, http.StatusAccepted, ans)
-		return nil
-	}
-	if ans.Queued > 0 {
-		s.client.Wake()
-	}
-	writeJSON(w, http.StatusAccepted, ans)
+	writeJSON(w, http.StatusAccepted, sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates, Duplicate: res.Replayed})
 	return nil
 }
 

@@ -38,6 +38,10 @@ type Options[TTx any] struct {
 	MaxBodyBytes int64
 	// Version is reported by /healthz.
 	Version string
+	// KeyCacheTTL is how long an API key lookup is reused (so how long a
+	// revoked key may keep working); default KeyCacheTTLDefault, negative
+	// disables the cache.
+	KeyCacheTTL time.Duration
 }
 
 // Server serves the HTTP API.
@@ -46,6 +50,7 @@ type Server[TTx any] struct {
 	client *oncepush.Client[TTx]
 	drv    driver.Driver[TTx]
 	mux    *http.ServeMux
+	keys   keyCache
 }
 
 // core is what does not depend on the transaction type.
@@ -72,6 +77,10 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.maxBody = MaxBodyBytesDefault
 	}
 	s.version = o.Version
+	s.keys.ttl = o.KeyCacheTTL
+	if s.keys.ttl == 0 {
+		s.keys.ttl = KeyCacheTTLDefault
+	}
 	s.routes()
 	return s, nil
 }
@@ -209,12 +218,20 @@ func (s *Server[TTx]) authorize(r *http.Request, scope string) (string, error) {
 	if err != nil {
 		return "", problem(http.StatusUnauthorized, CodeUnauthorized, "the API key is malformed")
 	}
-	row, err := s.drv.Exec().APIKeyGetByHash(r.Context(), key.Hash())
+	row, cached := s.keys.get(key.Hash())
+	if !cached {
+		row, err = s.drv.Exec().APIKeyGetByHash(r.Context(), key.Hash())
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			row = nil
+		case err != nil:
+			return key.ID(), unavailable(err)
+		}
+		s.keys.put(key.Hash(), row)
+	}
 	switch {
-	case errors.Is(err, driver.ErrNotFound):
+	case row == nil:
 		return key.ID(), problem(http.StatusUnauthorized, CodeUnauthorized, "unknown API key")
-	case err != nil:
-		return key.ID(), unavailable(err)
 	case row.RevokedAt != nil:
 		return key.ID(), problem(http.StatusUnauthorized, CodeUnauthorized, "the API key was revoked")
 	case !apikey.Allows(row.Scopes, scope):

@@ -20,11 +20,14 @@ CREATE TABLE oncepush_preference (
     updated_at  timestamptz NOT NULL
 );
 
--- Idempotent HTTP sends: the key, the hash of the request and the answer.
+-- Recorded requests (SendOptions.RequestHash, the HTTP API's dedupeKey): the
+-- key, the request's hash and what the first send with the key did.
 CREATE TABLE oncepush_idempotency (
     key          text PRIMARY KEY,
     request_hash bytea       NOT NULL,
-    response     bytea,
+    message_id   bigint      NOT NULL,
+    queued       integer     NOT NULL,
+    duplicates   integer     NOT NULL,
     created_at   timestamptz NOT NULL
 );
 

@@ -22,7 +22,9 @@ CREATE TABLE oncepush_preference (
 CREATE TABLE oncepush_idempotency (
     key          TEXT    PRIMARY KEY,
     request_hash BLOB    NOT NULL,
-    response     BLOB,
+    message_id   INTEGER NOT NULL,
+    queued       INTEGER NOT NULL,
+    duplicates   INTEGER NOT NULL,
     created_at   INTEGER NOT NULL
 ) STRICT;
 
