@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/oncepush/oncepush"
@@ -100,6 +104,10 @@ func asProblem(err error) *Problem {
 	if errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, "no such resource")
 	}
+	var netErr *net.OpError
+	if errors.As(err, &netErr) {
+		return unavailable(err) // the database cannot be reached
+	}
 	p = problem(http.StatusInternalServerError, CodeInternal, "the server failed; the error is in its log")
 	p.cause = err
 	return p
@@ -114,6 +122,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	if out.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="oncepush"`) // RFC 9110 §11.6.1
+	}
 	w.WriteHeader(out.Status)
 	_ = json.NewEncoder(w).Encode(out)
 }
@@ -137,11 +148,21 @@ func (s *core) decode(w http.ResponseWriter, r *http.Request, v any) error {
 				fmt.Sprintf("Content-Type must be application/json, got %q", ct))
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, s.maxBody)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		return decodeProblem(err, s.maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeProblem(err, s.maxBody)
+		p := decodeProblem(err, s.maxBody)
+		if p.Code == CodeUnknownField {
+			// encoding/json names only the last key; find its whole path.
+			if path := unknownFieldPath(raw, reflect.TypeOf(v)); path != "" {
+				p.Field = path
+			}
+		}
+		return p
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooLarge *http.MaxBytesError
@@ -183,6 +204,65 @@ func decodeProblem(err error, limit int64) *Problem {
 		return fieldProblem(CodeInvalidField, field.field, field.msg)
 	}
 	return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+}
+
+// unknownFieldPath returns the path ("quietHours.colour", "devices[2].x") of
+// the first object key in body that t has no field for, or "".
+func unknownFieldPath(body []byte, t reflect.Type) string {
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	return walkUnknown(doc, t, "")
+}
+
+func walkUnknown(v any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return "" // maps and custom types take any key
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			fields[strings.ToLower(name)] = f.Type
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ft, ok := fields[strings.ToLower(k)]
+			child := k
+			if path != "" {
+				child = path + "." + k
+			}
+			if !ok {
+				return child
+			}
+			if p := walkUnknown(x[k], ft, child); p != "" {
+				return p
+			}
+		}
+	case []any:
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			return ""
+		}
+		for i, e := range x {
+			if p := walkUnknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // fieldError is returned by custom UnmarshalJSON methods to name their field.

@@ -126,6 +126,10 @@ func (s *Server[TTx]) routes() {
 		"/v1/sessions/{session}/revoke":          "POST",
 		"/v1/recipients/{recipient}":             "DELETE",
 		"/v1/recipients/{recipient}/preferences": "GET, PUT",
+		"/healthz":                               "GET",
+		"/readyz":                                "GET",
+		"/metrics":                               "GET",
+		"/openapi.json":                          "GET",
 	} {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

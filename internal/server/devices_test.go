@@ -1,0 +1,253 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+)
+
+// Every answer of these tests is also checked for tokens by env's leakCheck.
+
+func (e *env) devices(recipient string) []deviceView {
+	e.t.Helper()
+	var p devicePage
+	e.do("GET", "/v1/recipients/"+recipient+"/devices", e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &p)
+	if p.NextCursor != nil {
+		e.t.Errorf("devices of %s: nextCursor %q, want null", recipient, *p.NextCursor)
+	}
+	return p.Devices
+}
+
+func TestRegisterAndListDevices(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		tok := e.token(oncepush.TransportFCM)
+		var d deviceView
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{
+			"transport": "fcm", "token": tok, "platform": "android", "session": "sess_1", "locale": "de-CH", "timeZone": "Europe/Zurich",
+		}).want(t, http.StatusOK).decode(t, &d)
+		if d.ID == 0 || d.Recipient != "u_1" || d.Transport != "fcm" || d.Platform != "android" || d.Session != "sess_1" ||
+			d.Locale != "de-CH" || d.TimeZone != "Europe/Zurich" || !d.CreatedAt.Equal(epoch) || !d.RegisteredAt.Equal(epoch) {
+			t.Errorf("registration answered %+v", d)
+		}
+		if want := tok[:6] + "…" + tok[len(tok)-4:]; d.Token != want {
+			t.Errorf("token shown as %q, want the mask %q", d.Token, want)
+		}
+
+		// Web Push: the subscription object itself, and the same as a string.
+		asObject := e.token(oncepush.TransportWebPush)
+		var w deviceView
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "webpush", "token": json.RawMessage(asObject), "platform": "web"}).
+			want(t, http.StatusOK).decode(t, &w)
+		if !strings.HasPrefix(w.Token, "push.example.net/…") {
+			t.Errorf("a subscription is shown as %q, want its host and the endpoint's end", w.Token)
+		}
+		asString := e.token(oncepush.TransportWebPush)
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "webpush", "token": asString}).want(t, http.StatusOK)
+		// An APNs token is case-insensitive hex: upper case is the same device.
+		apnsTok := e.token(oncepush.TransportAPNs)
+		e.secret(strings.ToUpper(apnsTok))
+		var a1, a2 deviceView
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "apns", "token": apnsTok}).want(t, http.StatusOK).decode(t, &a1)
+		e.clock.Advance(time.Minute)
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "apns", "token": strings.ToUpper(apnsTok)}).want(t, http.StatusOK).decode(t, &a2)
+		if a1.ID != a2.ID || !a2.RegisteredAt.After(a1.RegisteredAt) || !a2.CreatedAt.Equal(a1.CreatedAt) {
+			t.Errorf("renewing an APNs registration: %+v then %+v, want the same id, a later registeredAt", a1, a2)
+		}
+
+		ds := e.devices("u_1")
+		if len(ds) != 4 {
+			t.Fatalf("u_1 has %d devices, want 4", len(ds))
+		}
+		if ds[0].ID != a1.ID {
+			t.Errorf("the most recently registered device is not first: %+v", ds)
+		}
+		if len(e.devices("u_nobody")) != 0 {
+			t.Error("an unknown recipient has devices")
+		}
+
+		// Each is delivered to, through its own transport.
+		e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
+		e.drain()
+		if e.fcm.Count() != 1 || e.web.Count() != 2 || e.apns.Count() != 1 {
+			t.Errorf("submissions: fcm %d, webpush %d, apns %d; want 1, 2, 1", e.fcm.Count(), e.web.Count(), e.apns.Count())
+		}
+	})
+}
+
+func TestRecipientKeepsTenDevices(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		var first deviceView
+		for i := range 12 {
+			d := e.register("u_1", oncepush.TransportRuStore, nil)
+			if i == 0 {
+				first = d
+			}
+			e.clock.Advance(time.Second)
+		}
+		ds := e.devices("u_1")
+		if len(ds) != 10 {
+			t.Fatalf("u_1 has %d devices, want the 10 most recent", len(ds))
+		}
+		for _, d := range ds {
+			if d.ID == first.ID {
+				t.Error("the oldest registration was kept")
+			}
+		}
+	})
+}
+
+func TestTokenMovesToItsNewOwner(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		tok := e.token(oncepush.TransportFCM)
+		var old, moved deviceView
+		e.do("PUT", "/v1/recipients/u_a/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK).decode(t, &old)
+		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK).decode(t, &moved)
+		if moved.ID == old.ID || moved.Recipient != "u_b" {
+			t.Errorf("moved registration %+v, want u_b's under a new id (was %d)", moved, old.ID)
+		}
+		if n := len(e.devices("u_a")); n != 0 {
+			t.Errorf("u_a still has %d devices", n)
+		}
+		if ds := e.devices("u_b"); len(ds) != 1 || ds[0].ID != moved.ID {
+			t.Errorf("u_b's devices: %+v", ds)
+		}
+		// The same string under another transport is another device.
+		e.do("PUT", "/v1/recipients/u_a/devices", e.admin, obj{"transport": "rustore", "token": tok}).want(t, http.StatusOK)
+		if n := len(e.devices("u_b")); n != 1 {
+			t.Errorf("registering the token under RuStore took u_b's FCM device: %d left", n)
+		}
+	})
+}
+
+func TestUnregisterDevice(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		fcmTok := e.token(oncepush.TransportFCM)
+		webTok := e.token(oncepush.TransportWebPush)
+		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "fcm", "token": fcmTok}).want(t, http.StatusOK)
+		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "webpush", "token": webTok}).want(t, http.StatusOK)
+
+		before := e.rows()
+		for _, body := range []obj{
+			{"transport": "fcm", "token": e.token(oncepush.TransportFCM)},                  // never registered
+			{"transport": "apns", "token": e.token(oncepush.TransportAPNs)},                // never registered
+			{"transport": "fcm", "token": fcmTok, "recipient": "u_a"},                      // someone else's
+			{"transport": "rustore", "token": fcmTok},                                      // the same string, another transport
+			{"transport": "webpush", "token": json.RawMessage(webTok), "recipient": "u_c"}, // someone else's
+		} {
+			e.do("DELETE", "/v1/devices", e.admin, body).want(t, http.StatusNoContent)
+		}
+		e.unchanged(t, before, "unregistering absent and foreign tokens")
+		if n := len(e.devices("u_b")); n != 2 {
+			t.Fatalf("u_b has %d devices, want 2", n)
+		}
+
+		e.do("DELETE", "/v1/devices", e.admin, obj{"transport": "fcm", "token": fcmTok, "recipient": "u_b"}).want(t, http.StatusNoContent)
+		e.do("DELETE", "/v1/devices", e.admin, obj{"transport": "webpush", "token": json.RawMessage(webTok)}).want(t, http.StatusNoContent)
+		if n := len(e.devices("u_b")); n != 0 {
+			t.Errorf("u_b has %d devices after unregistering both", n)
+		}
+		// Unregistering again answers the same.
+		e.do("DELETE", "/v1/devices", e.admin, obj{"transport": "fcm", "token": fcmTok}).want(t, http.StatusNoContent)
+	})
+}
+
+func TestRevokeSession(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, obj{"session": "sess_old"})
+		keep := e.register("u_1", oncepush.TransportAPNs, obj{"session": "sess_other"})
+		e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Before"})
+
+		e.do("POST", "/v1/sessions/sess_old/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		if ds := e.devices("u_1"); len(ds) != 1 || ds[0].ID != keep.ID {
+			t.Errorf("after the revocation u_1 has %+v, want only the other session's device", ds)
+		}
+		// A pending delivery reaches only the device still registered.
+		e.drain()
+		if e.fcm.Count() != 0 || e.apns.Count() != 1 {
+			t.Errorf("submissions: fcm %d, apns %d; want 0, 1", e.fcm.Count(), e.apns.Count())
+		}
+
+		// A registration racing in under the revoked session is refused.
+		before := e.rows()
+		r := e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM), "session": "sess_old"})
+		r.wantProblem(t, http.StatusConflict, "session_revoked", "")
+		e.unchanged(t, before, "registering under a revoked session")
+		// Revoking an unknown session, or one twice, succeeds.
+		e.do("POST", "/v1/sessions/sess_never/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		e.do("POST", "/v1/sessions/sess_old/revoke", e.admin, nil).want(t, http.StatusNoContent)
+	})
+}
+
+func TestDeleteRecipient(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_gone", oncepush.TransportFCM, nil)
+		e.register("u_gone", oncepush.TransportWebPush, nil)
+		e.do("PUT", "/v1/recipients/u_gone/preferences", e.admin, obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
+		sent := e.send(e.admin, obj{"recipients": []string{"u_gone"}, "title": "Delivered"})
+		e.drain()
+		e.send(e.admin, obj{"recipients": []string{"u_gone"}, "title": "Still pending"})
+		if n := len(e.deliveries("/v1/recipients/u_gone/deliveries")); n != 2 {
+			t.Fatalf("u_gone has %d deliveries before the deletion, want 2", n)
+		}
+
+		e.do("DELETE", "/v1/recipients/u_gone", e.admin, nil).want(t, http.StatusNoContent)
+		if n := len(e.devices("u_gone")); n != 0 {
+			t.Errorf("%d devices left", n)
+		}
+		if n := len(e.deliveries("/v1/recipients/u_gone/deliveries")); n != 0 {
+			t.Errorf("%d deliveries left in the history", n)
+		}
+		if n := len(e.deliveries("/v1/notifications/" + itoa(sent.ID) + "/deliveries")); n != 0 {
+			t.Errorf("the notification still lists %d deliveries", n)
+		}
+		var p preferences
+		e.do("GET", "/v1/recipients/u_gone/preferences", e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		if len(p.OptOut) != 0 || p.QuietHours != nil {
+			t.Errorf("preferences left: %+v", p)
+		}
+		for _, tb := range []string{"oncepush_device", "oncepush_delivery", "oncepush_device_attempt", "oncepush_preference"} {
+			if n := e.count(tb); n != 0 {
+				t.Errorf("%s still holds %d rows", tb, n)
+			}
+		}
+		// Nothing is left to send.
+		before := e.submissions()
+		e.drain()
+		if n := e.submissions(); n != before {
+			t.Errorf("%d submissions after the deletion", n-before)
+		}
+		// Deleting an unknown recipient answers the same.
+		e.do("DELETE", "/v1/recipients/u_never", e.admin, nil).want(t, http.StatusNoContent)
+	})
+}
+
+func TestRecipientIdsAreEscapedInPaths(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		const id = "team/42 ü"
+		escaped := url.PathEscape(id)
+		d := e.register(escaped, oncepush.TransportFCM, nil)
+		if d.Recipient != id {
+			t.Errorf("registered for %q, want %q", d.Recipient, id)
+		}
+		if ds := e.devices(escaped); len(ds) != 1 || ds[0].Recipient != id {
+			t.Errorf("devices of %q: %+v", id, ds)
+		}
+		a := e.send(e.admin, obj{"recipients": []string{id}, "title": "Hello"})
+		e.drain()
+		if ds := e.deliveries("/v1/recipients/" + escaped + "/deliveries"); len(ds) != 1 || ds[0].NotificationID != a.ID || ds[0].Status != "sent" {
+			t.Errorf("history of %q: %+v", id, ds)
+		}
+	})
+}

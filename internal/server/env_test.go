@@ -1,0 +1,573 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/api"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/openapitest"
+	"github.com/oncepush/oncepush/internal/server"
+	"github.com/oncepush/oncepush/internal/testdb"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// spec is the OpenAPI document every exchange of these tests is checked against.
+var spec = sync.OnceValues(func() (*openapitest.Spec, error) { return openapitest.Load(api.OpenAPI) })
+
+// TestMain lists, with -v, the documented responses no test exercised.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if s, err := spec(); err == nil && testing.Verbose() {
+		if un := s.Unexercised(); len(un) > 0 {
+			fmt.Printf("OpenAPI responses no test exercised (%d):\n  %s\n", len(un), strings.Join(un, "\n  "))
+		}
+	}
+	os.Exit(code)
+}
+
+// epoch is where every test's clock starts: Monday 2026-01-05 09:00 UTC,
+// 10:00 in Zurich.
+var epoch = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+// Ledger tables, for "nothing was written" checks.
+var tables = []string{
+	"oncepush_message", "oncepush_delivery", "oncepush_device_attempt", "oncepush_device",
+	"oncepush_preference", "oncepush_idempotency", "oncepush_revoked_session",
+}
+
+// envOptions adjust a test's server.
+type envOptions struct {
+	unmigrated bool                   // leave the database unmigrated (and keyless)
+	maxBody    int64                  // server.Options.MaxBodyBytes
+	config     func(*oncepush.Config) // adjusts the client's configuration
+}
+
+// env is one test's server: an in-process oncepush server on its own
+// database, fake providers for every transport, a clock the test moves and an
+// HTTP client that checks every exchange against the OpenAPI document.
+type env struct {
+	t     *testing.T
+	db    string // "sqlite" or "postgres"
+	url   string
+	http  *http.Client
+	clock *pushtest.Clock
+	fcm   *pushtest.Provider
+	apns  *pushtest.Provider
+	web   *pushtest.Provider
+	rus   *pushtest.Provider
+	ex    driver.Executor
+	// drain delivers everything due at the clock's now.
+	drain func()
+	// closeDB closes the server's database handle (to make it unreachable).
+	closeDB func()
+	count   func(table string) int
+
+	// admin is a key with every scope.
+	admin string
+
+	logs    *syncBuffer
+	mu      sync.Mutex
+	secrets []string // keys and tokens no answer and no log line may hold
+	seq     atomic.Int64
+}
+
+// each runs fn on a fresh server on SQLite and on PostgreSQL, in parallel.
+func each(t *testing.T, o envOptions, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnv(t, db, o))
+		})
+	}
+}
+
+func newEnv(t *testing.T, db string, o envOptions) *env {
+	t.Helper()
+	e := &env{
+		t: t, db: db, clock: pushtest.NewClock(epoch), logs: &syncBuffer{},
+		fcm: pushtest.NewProvider(oncepush.TransportFCM), apns: pushtest.NewProvider(oncepush.TransportAPNs),
+		web: pushtest.NewProvider(oncepush.TransportWebPush), rus: pushtest.NewProvider(oncepush.TransportRuStore),
+	}
+	// Registered first, so it runs last: after the server has stopped.
+	t.Cleanup(e.checkLogs)
+	switch db {
+	case "sqlite":
+		drv, err := sqlite.Open(filepath.Join(t.TempDir(), "oncepush.db"), nil)
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		var closed sync.Once
+		e.closeDB = func() { closed.Do(func() { _ = drv.Close() }) }
+		t.Cleanup(e.closeDB)
+		e.count = countWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
+		build(e, drv, o)
+	case "postgres":
+		pool := testdb.Pool(t, testdb.Schema(t), 0)
+		e.closeDB = pool.Close // idempotent
+		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
+		build(e, postgres.New(pool), o)
+	default:
+		t.Fatalf("unknown database %q", db)
+	}
+	return e
+}
+
+func countWith[R interface{ Scan(...any) error }](t *testing.T, query func(string) R) func(string) int {
+	return func(table string) int {
+		t.Helper()
+		var n int
+		if err := query("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+			t.Fatalf("count %s: %v", table, err)
+		}
+		return n
+	}
+}
+
+// build wires the client, the server and the HTTP client on the driver.
+func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
+	t := e.t
+	t.Helper()
+	if !o.unmigrated {
+		if _, err := drv.Migrate(t.Context()); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	metrics := server.NewMetrics()
+	cfg := &oncepush.Config{
+		Providers:   []oncepush.Provider{e.fcm, e.apns, e.web, e.rus},
+		Eligibility: server.PreferenceEligibility(drv),
+		Observer:    metrics,
+		Clock:       e.clock,
+		Logger:      log,
+	}
+	if o.config != nil {
+		o.config(cfg)
+	}
+	client, err := oncepush.NewClient(drv, cfg)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	srv, err := server.New(server.Options[TTx]{
+		Client: client, Driver: drv, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
+	})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	s, err := spec()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	e.url = ts.URL
+	e.http = &http.Client{Transport: &leakCheck{e: e, next: s.Transport(t, ts.Client().Transport)}}
+	e.ex = drv.Exec()
+	e.drain = func() {
+		t.Helper()
+		if _, err := client.Drain(context.WithoutCancel(t.Context())); err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+	}
+	if !o.unmigrated {
+		e.admin = e.key(apikey.ScopeAdmin)
+	}
+}
+
+// key stores a new API key with the scopes and returns it.
+func (e *env) key(scopes ...string) string {
+	e.t.Helper()
+	k, err := apikey.New()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.ex.APIKeyInsert(e.t.Context(), &driver.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
+		e.t.Fatalf("APIKeyInsert: %v", err)
+	}
+	e.secret(string(k))
+	return string(k)
+}
+
+// secret records a string that no answer and no log line may contain.
+func (e *env) secret(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.secrets = append(e.secrets, s)
+}
+
+func (e *env) leaked(b []byte) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.secrets {
+		if bytes.Contains(b, []byte(s)) {
+			return s
+		}
+	}
+	return ""
+}
+
+func (e *env) checkLogs() {
+	if s := e.leaked(e.logs.Bytes()); s != "" {
+		e.t.Errorf("a secret (%s…) appears in the server's log", s[:min(8, len(s))])
+	}
+}
+
+// leakCheck fails the test when an answer holds a key or a device token.
+type leakCheck struct {
+	e    *env
+	next http.RoundTripper
+}
+
+func (l *leakCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if s := l.e.leaked(body); s != "" {
+		l.e.t.Errorf("%s %s: the answer holds a secret (%s…): %s", req.Method, req.URL.Path, s[:min(8, len(s))], body)
+	}
+	return resp, nil
+}
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+// reply is an answer of the server.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// decode reads the answer's JSON body into v.
+func (r *reply) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("answer %d is not the JSON expected: %v\n%s", r.status, err, r.body)
+	}
+}
+
+// do sends a request with the key (none when empty). body is sent as JSON,
+// except a string or []byte, which is sent as it is. header holds pairs of
+// header names and values; an empty value removes the header.
+func (e *env) do(method, path, key string, body any, header ...string) *reply {
+	e.t.Helper()
+	r, err := e.request(method, path, key, body, header...)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// request is do for goroutines other than the test's: it returns its error.
+func (e *env) request(method, path, key string, body any, header ...string) (*reply, error) {
+	var rd io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case string:
+			rd = strings.NewReader(b)
+		case []byte:
+			rd = bytes.NewReader(b)
+		default:
+			j, err := json.Marshal(b)
+			if err != nil {
+				return nil, err
+			}
+			rd = bytes.NewReader(j)
+		}
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			req.Header.Del(header[i])
+		} else {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read the answer: %w", err)
+	}
+	return &reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// want fails the test unless the answer has the status.
+func (r *reply) want(t *testing.T, status int) *reply {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	return r
+}
+
+// problemBody is an RFC 9457 answer.
+type problemBody struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+	Detail   string `json:"detail"`
+	Field    string `json:"field"`
+	Instance string `json:"instance"`
+}
+
+// wantProblem checks a problem+json answer's status, code and field ("" for none).
+func (r *reply) wantProblem(t *testing.T, status int, code, field string) problemBody {
+	t.Helper()
+	var p problemBody
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("status %d: the body is not a problem: %v\n%s", r.status, err, r.body)
+	}
+	if r.status != status || p.Status != status || p.Code != code || p.Field != field {
+		t.Errorf("got %d %s (field %q), want %d %s (field %q): %s", r.status, p.Code, p.Field, status, code, field, r.body)
+	}
+	return p
+}
+
+// The answers' shapes, as a client reads them.
+type (
+	sendAnswer struct {
+		ID         int64 `json:"id"`
+		Queued     int   `json:"queued"`
+		Duplicates int   `json:"duplicates"`
+		Duplicate  bool  `json:"duplicate"`
+	}
+	notificationView struct {
+		ID                int64          `json:"id"`
+		Type              string         `json:"type"`
+		Title             string         `json:"title"`
+		Body              string         `json:"body"`
+		Data              map[string]any `json:"data"`
+		Link              string         `json:"link"`
+		Image             string         `json:"image"`
+		Category          string         `json:"category"`
+		Ambiguity         string         `json:"ambiguity"`
+		ScheduledAt       time.Time      `json:"scheduledAt"`
+		ExpiresAt         time.Time      `json:"expiresAt"`
+		CreatedAt         time.Time      `json:"createdAt"`
+		Counts            map[string]int `json:"counts"`
+		AmbiguousAttempts int            `json:"ambiguousAttempts"`
+	}
+	deliveryView struct {
+		ID             int64         `json:"id"`
+		NotificationID int64         `json:"notificationId"`
+		Recipient      string        `json:"recipient"`
+		OncepushID     string        `json:"oncepushId"`
+		DedupeKey      string        `json:"dedupeKey"`
+		Status         string        `json:"status"`
+		Attempts       int           `json:"attempts"`
+		NextAttemptAt  *time.Time    `json:"nextAttemptAt"`
+		LastError      string        `json:"lastError"`
+		CreatedAt      time.Time     `json:"createdAt"`
+		FinishedAt     *time.Time    `json:"finishedAt"`
+		Devices        []attemptView `json:"devices"`
+	}
+	attemptView struct {
+		DeviceID    int64      `json:"deviceId"`
+		Transport   string     `json:"transport"`
+		State       string     `json:"state"`
+		Submissions int        `json:"submissions"`
+		Ambiguous   int        `json:"ambiguous"`
+		ProviderID  string     `json:"providerId"`
+		Error       string     `json:"error"`
+		FirstSentAt *time.Time `json:"firstSentAt"`
+		LastSentAt  *time.Time `json:"lastSentAt"`
+	}
+	deliveryPage struct {
+		Deliveries []deliveryView `json:"deliveries"`
+		NextCursor *string        `json:"nextCursor"`
+	}
+	deviceView struct {
+		ID           int64     `json:"id"`
+		Recipient    string    `json:"recipient"`
+		Transport    string    `json:"transport"`
+		Token        string    `json:"token"`
+		Platform     string    `json:"platform"`
+		Session      string    `json:"session"`
+		Locale       string    `json:"locale"`
+		TimeZone     string    `json:"timeZone"`
+		CreatedAt    time.Time `json:"createdAt"`
+		RegisteredAt time.Time `json:"registeredAt"`
+	}
+	devicePage struct {
+		Devices    []deviceView `json:"devices"`
+		NextCursor *string      `json:"nextCursor"`
+	}
+	quietHours struct {
+		Start    string `json:"start"`
+		End      string `json:"end"`
+		TimeZone string `json:"timeZone"`
+	}
+	preferences struct {
+		OptOut     []string    `json:"optOut"`
+		QuietHours *quietHours `json:"quietHours"`
+	}
+)
+
+// obj is a JSON object to send.
+type obj = map[string]any
+
+// send posts a notification and expects 202.
+func (e *env) send(key string, body any, header ...string) sendAnswer {
+	e.t.Helper()
+	var a sendAnswer
+	e.do("POST", "/v1/notifications", key, body, header...).want(e.t, http.StatusAccepted).decode(e.t, &a)
+	return a
+}
+
+// token makes a device token of the transport's shape, unique in the test,
+// and records it as a secret. For webpush it is the subscription JSON.
+func (e *env) token(tr oncepush.Transport) string {
+	n := e.seq.Add(1)
+	var tok string
+	switch tr {
+	case oncepush.TransportAPNs:
+		tok = fmt.Sprintf("%064x", 0xa0000+n)
+	case oncepush.TransportWebPush:
+		sub := oncepush.WebPushSubscription{
+			Endpoint: fmt.Sprintf("https://push.example.net/wpush/v2/sub-%d-%s", n, strings.Repeat("x", 20)),
+			P256dh:   append([]byte{4}, bytes.Repeat([]byte{byte(n)}, 64)...),
+			Auth:     bytes.Repeat([]byte{byte(n + 1)}, 16),
+		}
+		tok = string(sub.Token())
+		var parts struct {
+			Endpoint string `json:"endpoint"`
+			Keys     struct{ P256dh, Auth string }
+		}
+		_ = json.Unmarshal([]byte(tok), &parts)
+		e.secret(parts.Endpoint)
+		e.secret(parts.Keys.P256dh)
+		e.secret(parts.Keys.Auth)
+	default:
+		tok = fmt.Sprintf("%s-token:%06d-%s", tr, n, strings.Repeat("Q", 24))
+	}
+	e.secret(tok)
+	return tok
+}
+
+// register registers a device of the transport for the recipient over HTTP.
+func (e *env) register(recipient string, tr oncepush.Transport, extra obj) deviceView {
+	e.t.Helper()
+	body := obj{"transport": string(tr), "token": e.token(tr)}
+	for k, v := range extra {
+		body[k] = v
+	}
+	var d deviceView
+	e.do("PUT", "/v1/recipients/"+recipient+"/devices", e.admin, body).want(e.t, http.StatusOK).decode(e.t, &d)
+	return d
+}
+
+// rows counts the ledger's rows per table.
+func (e *env) rows() map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	for _, tb := range tables {
+		out[tb] = e.count(tb)
+	}
+	return out
+}
+
+// unchanged fails the test when a table's row count moved since before.
+func (e *env) unchanged(t *testing.T, before map[string]int, what string) {
+	t.Helper()
+	for tb, n := range e.rows() {
+		if n != before[tb] {
+			t.Errorf("%s: %s has %d rows, had %d", what, tb, n, before[tb])
+		}
+	}
+}
+
+// submissions counts what every fake provider received.
+func (e *env) submissions() int {
+	return e.fcm.Count() + e.apns.Count() + e.web.Count() + e.rus.Count()
+}
+
+// deliveries reads every page of a deliveries list.
+func (e *env) deliveries(path string) []deliveryView {
+	e.t.Helper()
+	var out []deliveryView
+	cursor := ""
+	for range 100 {
+		p := path
+		if cursor != "" {
+			p += "?cursor=" + cursor
+		}
+		var page deliveryPage
+		e.do("GET", p, e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &page)
+		out = append(out, page.Deliveries...)
+		if page.NextCursor == nil {
+			return out
+		}
+		cursor = *page.NextCursor
+	}
+	e.t.Fatalf("%s: more than 100 pages", path)
+	return nil
+}
+
+// notification reads GET /v1/notifications/{id}.
+func (e *env) notification(id int64) notificationView {
+	e.t.Helper()
+	var n notificationView
+	e.do("GET", fmt.Sprintf("/v1/notifications/%d", id), e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &n)
+	return n
+}

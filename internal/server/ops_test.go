@@ -1,0 +1,194 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/api"
+	"github.com/oncepush/oncepush/internal/apikey"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		var h struct{ Status, Version string }
+		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK).decode(t, &h)
+		if h.Status != "ok" || h.Version != "test" {
+			t.Errorf("/healthz answered %+v", h)
+		}
+		var r struct{ Status string }
+		e.do("GET", "/readyz", "", nil).want(t, http.StatusOK).decode(t, &r)
+		if r.Status != "ready" {
+			t.Errorf("/readyz answered %+v", r)
+		}
+	})
+}
+
+func TestNotReadyBeforeMigration(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{unmigrated: true}, func(t *testing.T, e *env) {
+		e.do("GET", "/readyz", "", nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
+		// Without the key table no key can be checked: unavailable, not unauthorized.
+		k, _ := apikey.New()
+		e.secret(string(k))
+		e.do("GET", "/v1/recipients/u_1/devices", string(k), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+	})
+}
+
+func TestDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		s, err := spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := e.key(apikey.ScopeAdmin) // never used: not in the server's key cache
+		e.closeDB()
+		e.do("GET", "/readyz", "", nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
+		// Every operation that needs a key answers 503: the key cannot be checked.
+		fill := strings.NewReplacer("{id}", "1", "{recipient}", "u_1", "{session}", "s_1")
+		for _, op := range s.Operations() {
+			if !op.Secured {
+				continue
+			}
+			var body any
+			if op.RequestBody {
+				body = obj{}
+			}
+			r := e.do(op.Method, fill.Replace(op.Path), fresh, body)
+			if r.status != http.StatusServiceUnavailable {
+				t.Errorf("%s %s: status %d, want 503: %s", op.Method, op.Path, r.status, r.body)
+				continue
+			}
+			r.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		}
+	})
+}
+
+func TestOpenAPIDocumentIsServed(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		r := e.do("GET", "/openapi.json", "", nil).want(t, http.StatusOK)
+		if !bytes.Equal(r.body, api.OpenAPI) {
+			t.Error("/openapi.json is not the checked-in document")
+		}
+	})
+}
+
+func TestUnknownRoutesAndMethods(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		for _, path := range []string{"/v1/nope", "/v1", "/", "/v2/notifications", "/v1/notifications/1/deliveries/2", "/v1/devices/x"} {
+			e.do("GET", path, e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
+		}
+		for _, tc := range []struct{ method, path, allow string }{
+			{"GET", "/v1/notifications", "POST"},
+			{"DELETE", "/v1/notifications", "POST"},
+			{"POST", "/v1/notifications/1", "GET"},
+			{"PUT", "/v1/notifications/1/deliveries", "GET"},
+			{"POST", "/v1/recipients/u_1/deliveries", "GET"},
+			{"PATCH", "/v1/recipients/u_1/devices", "GET, PUT"},
+			{"DELETE", "/v1/recipients/u_1/devices", "GET, PUT"},
+			{"GET", "/v1/devices", "DELETE"},
+			{"GET", "/v1/sessions/s_1/revoke", "POST"},
+			{"GET", "/v1/recipients/u_1", "DELETE"},
+			{"POST", "/v1/recipients/u_1/preferences", "GET, PUT"},
+		} {
+			before := e.rows()
+			r := e.do(tc.method, tc.path, e.admin, nil)
+			r.wantProblem(t, http.StatusMethodNotAllowed, "method_not_allowed", "")
+			if got := r.header.Get("Allow"); got != tc.allow {
+				t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+			}
+			e.unchanged(t, before, tc.method+" "+tc.path)
+		}
+	})
+}
+
+func TestWrongMethodOnOperationsEndpoints(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+			r := e.do("POST", path, "", nil)
+			r.wantProblem(t, http.StatusMethodNotAllowed, "method_not_allowed", "")
+			if got := r.header.Get("Allow"); !strings.Contains(got, "GET") {
+				t.Errorf("POST %s: Allow %q", path, got)
+			}
+		}
+	})
+}
+
+// metricValues reads the unlabelled samples of a Prometheus text exposition.
+func metricValues(t *testing.T, e *env) map[string]float64 {
+	t.Helper()
+	r := e.do("GET", "/metrics", "", nil).want(t, http.StatusOK)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("/metrics Content-Type %q", ct)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(r.body))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		// Label values may hold spaces ("POST /v1/notifications"); the value
+		// is the last field.
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		name, value := line[:i], line[i+1:]
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+func TestMetricsMoveAfterASend(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		const queued, dedup = "oncepush_deliveries_queued_total", "oncepush_dedup_hits_total"
+		const accepted = `oncepush_device_attempts_total{outcome="accepted",transport="fcm"}`
+		before := metricValues(t, e)
+		for _, name := range []string{queued, dedup} {
+			if _, ok := before[name]; !ok {
+				t.Fatalf("/metrics has no %s", name)
+			}
+		}
+		e.register("u_1", oncepush.TransportFCM, nil)
+		e.send(e.admin, obj{"recipients": []string{"u_1", "u_2", "u_1"}, "title": "Hello"})
+		e.drain()
+
+		after := metricValues(t, e)
+		if d := after[queued] - before[queued]; d != 2 {
+			t.Errorf("%s moved by %v, want 2", queued, d)
+		}
+		if d := after[dedup] - before[dedup]; d != 1 {
+			t.Errorf("%s moved by %v, want 1", dedup, d)
+		}
+		if after[accepted] != 1 {
+			t.Errorf("%s = %v, want 1", accepted, after[accepted])
+		}
+		var names []string
+		for n := range after {
+			names = append(names, n)
+		}
+		if !slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(n, "oncepush_http_requests_total{") && strings.Contains(n, `route="POST /v1/notifications"`)
+		}) {
+			t.Error("/metrics counts no POST /v1/notifications request")
+		}
+	})
+}

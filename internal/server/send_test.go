@@ -1,0 +1,237 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+)
+
+// postConcurrently sends the same request n times at once and returns the answers.
+func postConcurrently(e *env, n int, body obj, header ...string) []sendAnswer {
+	e.t.Helper()
+	answers := make([]sendAnswer, n)
+	replies := make([]*reply, n)
+	start := make(chan struct{})
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			replies[i], errs[i] = e.request("POST", "/v1/notifications", e.admin, body, header...)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range replies {
+		if errs[i] != nil {
+			e.t.Fatalf("request %d: %v", i, errs[i])
+		}
+		r.want(e.t, http.StatusAccepted).decode(e.t, &answers[i])
+	}
+	return answers
+}
+
+// checkOneNotification checks that concurrent identical requests queued one
+// notification: the same id in every answer, duplicate false on exactly one,
+// one delivery per recipient in the API and in the ledger, and one submission
+// per device after draining.
+func checkOneNotification(t *testing.T, e *env, answers []sendAnswer, recipients []string) {
+	t.Helper()
+	first := 0
+	for i, a := range answers {
+		if a.ID != answers[0].ID || a.Queued != len(recipients) || a.Duplicates != 0 {
+			t.Errorf("answer %d is %+v; answer 0 is %+v", i, a, answers[0])
+		}
+		if !a.Duplicate {
+			first++
+		}
+	}
+	if first != 1 {
+		t.Errorf("%d answers say duplicate: false, want exactly 1", first)
+	}
+	if got := e.count("oncepush_message"); got != 1 {
+		t.Errorf("the ledger holds %d messages, want 1", got)
+	}
+	if got := e.count("oncepush_delivery"); got != len(recipients) {
+		t.Errorf("the ledger holds %d deliveries, want %d", got, len(recipients))
+	}
+	id := answers[0].ID
+	if n := e.notification(id); n.Counts["pending"] != len(recipients) {
+		t.Errorf("counts %v, want %d pending", n.Counts, len(recipients))
+	}
+	var got []string
+	for _, d := range e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", id)) {
+		got = append(got, d.Recipient)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, recipients) {
+		t.Errorf("deliveries for %v, want one each for %v", got, recipients)
+	}
+	e.drain()
+	if n := e.submissions(); n != len(recipients) {
+		t.Errorf("the providers received %d submissions, want %d (one per device)", n, len(recipients))
+	}
+	if n := e.notification(id); n.Counts["sent"] != len(recipients) {
+		t.Errorf("after delivery: counts %v, want %d sent", n.Counts, len(recipients))
+	}
+}
+
+func TestConcurrentDuplicatePostsQueueOnce(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		recipients := []string{"u_1", "u_2", "u_3"}
+		for _, r := range recipients {
+			e.register(r, oncepush.TransportFCM, nil)
+		}
+		body := obj{"recipients": recipients, "title": "Invoice paid", "dedupeKey": "invoice-7"}
+		answers := postConcurrently(e, 20, body)
+		checkOneNotification(t, e, answers, recipients)
+
+		// Later, the same request again: the first answer, nothing new.
+		before := e.rows()
+		again := e.send(e.admin, body)
+		if again.ID != answers[0].ID || !again.Duplicate {
+			t.Errorf("a later repeat answered %+v, want id %d and duplicate: true", again, answers[0].ID)
+		}
+		e.unchanged(t, before, "a later repeat")
+	})
+}
+
+func TestIdempotencyKeyHeader(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		recipients := []string{"u_1", "u_2"}
+		for _, r := range recipients {
+			e.register(r, oncepush.TransportAPNs, nil)
+		}
+		body := obj{"recipients": recipients, "title": "Booking confirmed"}
+		answers := postConcurrently(e, 20, body, "Idempotency-Key", "booking-42")
+		checkOneNotification(t, e, answers, recipients)
+
+		// The header is an alias of dedupeKey: the body field replays it too,
+		// and so does the same key in both places.
+		withField := obj{"recipients": recipients, "title": "Booking confirmed", "dedupeKey": "booking-42"}
+		before := e.rows()
+		for _, header := range [][]string{nil, {"Idempotency-Key", "booking-42"}} {
+			a := e.send(e.admin, withField, header...)
+			if a.ID != answers[0].ID || !a.Duplicate {
+				t.Errorf("dedupeKey in the body (header %v) answered %+v, want a replay of %d", header, a, answers[0].ID)
+			}
+		}
+		// Whitespace and field order do not make another request.
+		a := e.send(e.admin, `{ "title": "Booking confirmed",  "recipients": ["u_1", "u_2"] }`, "Idempotency-Key", "booking-42")
+		if a.ID != answers[0].ID || !a.Duplicate {
+			t.Errorf("the same body, spelled differently, answered %+v", a)
+		}
+		e.unchanged(t, before, "replays")
+		if n := e.submissions(); n != len(recipients) {
+			t.Errorf("the providers received %d submissions, want %d", n, len(recipients))
+		}
+	})
+}
+
+func TestIdempotencyConflict(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, nil)
+		first := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1"})
+		before := e.rows()
+		for _, tc := range []struct {
+			name   string
+			body   obj
+			header []string
+		}{
+			{"another title", obj{"recipients": []string{"u_1"}, "title": "Hello again", "dedupeKey": "k-1"}, nil},
+			{"another recipient", obj{"recipients": []string{"u_2"}, "title": "Hello", "dedupeKey": "k-1"}, nil},
+			{"one more field", obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1", "category": "news"}, nil},
+			{"key in the header", obj{"recipients": []string{"u_1"}, "title": "Hello again"}, []string{"Idempotency-Key", "k-1"}},
+		} {
+			r := e.do("POST", "/v1/notifications", e.admin, tc.body, tc.header...)
+			if r.status != http.StatusConflict {
+				t.Errorf("%s: status %d, want 409: %s", tc.name, r.status, r.body)
+				continue
+			}
+			r.wantProblem(t, http.StatusConflict, "idempotency_conflict", "dedupeKey")
+		}
+		// Two different keys at once is a mistake of the client's.
+		r := e.do("POST", "/v1/notifications", e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1"}, "Idempotency-Key", "k-2")
+		r.wantProblem(t, http.StatusBadRequest, "invalid_field", "dedupeKey")
+		e.unchanged(t, before, "refused requests")
+
+		// The original still replays.
+		if a := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1"}); a.ID != first.ID || !a.Duplicate {
+			t.Errorf("replay after conflicts answered %+v, want %+v with duplicate: true", a, first)
+		}
+	})
+}
+
+func TestRecipientsListedTwiceAreDuplicates(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		a := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2", "u_1"}, "body": "Two of you"})
+		if a.Queued != 2 || a.Duplicates != 1 || a.Duplicate {
+			t.Errorf("answer %+v, want 2 queued and 1 duplicate", a)
+		}
+		if got := e.count("oncepush_delivery"); got != 2 {
+			t.Errorf("%d deliveries, want 2", got)
+		}
+	})
+}
+
+func TestConcurrentConflictingBodies(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		bodies := []obj{
+			{"recipients": []string{"u_1", "u_2"}, "title": "Version A", "dedupeKey": "race"},
+			{"recipients": []string{"u_1", "u_3"}, "title": "Version B", "dedupeKey": "race"},
+		}
+		const n = 20
+		replies := make([]*reply, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				replies[i], errs[i] = e.request("POST", "/v1/notifications", e.admin, bodies[i%2])
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		// One body won the key: its requests answer 202 with one id, the
+		// other body's requests 409, and only the winner's deliveries exist.
+		won := map[int]int{}
+		var ids []int64
+		fresh := 0
+		for i, r := range replies {
+			if errs[i] != nil {
+				t.Fatalf("request %d: %v", i, errs[i])
+			}
+			switch r.status {
+			case http.StatusAccepted:
+				var a sendAnswer
+				r.decode(t, &a)
+				won[i%2]++
+				ids = append(ids, a.ID)
+				if !a.Duplicate {
+					fresh++
+				}
+			case http.StatusConflict:
+				r.wantProblem(t, http.StatusConflict, "idempotency_conflict", "dedupeKey")
+			default:
+				t.Errorf("request %d: status %d: %s", i, r.status, r.body)
+			}
+		}
+		if len(won) != 1 || len(ids) != n/2 || fresh != 1 || len(slices.Compact(ids)) != 1 {
+			t.Fatalf("accepted per body %v, ids %v, %d not duplicates; want one body accepted %d times under one id, once fresh", won, ids, fresh, n/2)
+		}
+		if m, d := e.count("oncepush_message"), e.count("oncepush_delivery"); m != 1 || d != 2 {
+			t.Errorf("the ledger holds %d messages and %d deliveries, want 1 and 2", m, d)
+		}
+	})
+}
