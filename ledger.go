@@ -107,6 +107,9 @@ func deliveriesFromRows(rows []*driver.Delivery) []Delivery {
 	return out
 }
 
+// MaxPageSize is the most deliveries one listing returns.
+const MaxPageSize = 10000
+
 // Delivery returns one delivery with its ledger, or ErrNotFound.
 func (c *Client[TTx]) Delivery(ctx context.Context, id int64) (*Delivery, error) {
 	r, err := c.driver.Exec().DeliveryGet(ctx, id)
@@ -118,10 +121,10 @@ func (c *Client[TTx]) Delivery(ctx context.Context, id int64) (*Delivery, error)
 }
 
 // MessageDeliveries lists a message's deliveries in id order, those after
-// afterID (0 = from the start), at most limit (1…1000).
+// afterID (0 = from the start), at most limit (1…MaxPageSize).
 func (c *Client[TTx]) MessageDeliveries(ctx context.Context, messageID, afterID int64, limit int) ([]Delivery, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, invalid("limit", "must be between 1 and 1000")
+	if limit < 1 || limit > MaxPageSize {
+		return nil, invalid("limit", "must be between 1 and %d", MaxPageSize)
 	}
 	rows, err := c.driver.Exec().DeliveryListByMessage(ctx, messageID, afterID, limit)
 	if err != nil {
@@ -131,14 +134,14 @@ func (c *Client[TTx]) MessageDeliveries(ctx context.Context, messageID, afterID 
 }
 
 // RecipientDeliveries lists a recipient's deliveries, newest first, those before
-// beforeID (0 = from the newest), at most limit (1…1000): the history that
-// answers "did you send this twice?".
+// beforeID (0 = from the newest), at most limit (1…MaxPageSize): the history
+// that answers "did you send this twice?".
 func (c *Client[TTx]) RecipientDeliveries(ctx context.Context, recipient string, beforeID int64, limit int) ([]Delivery, error) {
 	if err := validateRecipient("recipient", recipient); err != nil {
 		return nil, err
 	}
-	if limit < 1 || limit > 1000 {
-		return nil, invalid("limit", "must be between 1 and 1000")
+	if limit < 1 || limit > MaxPageSize {
+		return nil, invalid("limit", "must be between 1 and %d", MaxPageSize)
 	}
 	rows, err := c.driver.Exec().DeliveryListByRecipient(ctx, recipient, beforeID, limit)
 	if err != nil {

@@ -154,6 +154,7 @@ func StartFakeServer(opts *FakeOptions) (*FakeServer, error) {
 	s.apns = newFakeAPNs(s)
 	s.webpush = newFakeWebPush(s)
 	s.rustore = newFakeRuStore(s)
+	s.registerControl()
 	return s, nil
 }
 

@@ -33,15 +33,17 @@ func init() {
 	register("work", "run the delivery workers and cleanup only (no API)", func(ctx context.Context, e *env, args []string) error {
 		fs := flag.NewFlagSet("work", flag.ContinueOnError)
 		f := commonFlags(fs)
+		metricsListen := fs.String("metrics-listen", "", "also serve /metrics, /healthz and /readyz on this address (default: none)")
 		if err := parse(fs, e, args); err != nil {
 			return err
 		}
-		return run(ctx, e, f, runOptions{workers: true})
+		return run(ctx, e, f, runOptions{workers: true, metricsListen: *metricsListen})
 	})
 }
 
 type runOptions struct {
-	api, workers bool
+	api, workers  bool
+	metricsListen string // work: the operational endpoints' address
 }
 
 // run loads the settings, opens the database and runs the API and/or the
@@ -88,6 +90,12 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	var httpSrv *http.Server
 	var ln net.Listener
 	if o.api {
+		// Listen first: a taken port must fail before a first key is shown.
+		ln, err = net.Listen("tcp", st.Listen)
+		if err != nil {
+			return &config.Error{Setting: "--listen", Problem: err.Error()}
+		}
+		defer ln.Close()
 		if err := firstKey(ctx, e, drv); err != nil {
 			return err
 		}
@@ -97,10 +105,6 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 		})
 		if err != nil {
 			return err
-		}
-		ln, err = net.Listen("tcp", st.Listen)
-		if err != nil {
-			return &config.Error{Setting: "--listen", Problem: err.Error()}
 		}
 		httpSrv = &http.Server{
 			Handler:           srv.Handler(),
@@ -112,6 +116,19 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 	}
+	if o.metricsListen != "" {
+		srv, err := server.New(server.Options[TTx]{Client: client, Driver: drv, Metrics: metrics, Logger: log, Version: version()})
+		if err != nil {
+			return err
+		}
+		ln, err = net.Listen("tcp", o.metricsListen)
+		if err != nil {
+			return &config.Error{Setting: "--metrics-listen", Problem: err.Error()}
+		}
+		defer ln.Close()
+		httpSrv = &http.Server{Handler: srv.OperationsHandler(), ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	}
 	if o.workers {
 		if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
@@ -120,10 +137,16 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	serveErr := make(chan error, 1)
 	if httpSrv != nil {
 		go func() { serveErr <- httpSrv.Serve(ln) }()
+	}
+	if o.api {
 		log.Info("oncepush serving", slog.String("listen", ln.Addr().String()), slog.String("database", drv.Name()),
 			slog.Bool("workers", o.workers), slog.Int("providers", len(providers)), slog.String("version", version()))
 	} else {
-		log.Info("oncepush working", slog.String("database", drv.Name()), slog.Int("providers", len(providers)), slog.String("version", version()))
+		attrs := []any{slog.String("database", drv.Name()), slog.Int("providers", len(providers)), slog.String("version", version())}
+		if ln != nil {
+			attrs = append(attrs, slog.String("metrics_listen", ln.Addr().String()))
+		}
+		log.Info("oncepush working", attrs...)
 	}
 
 	var runErr error

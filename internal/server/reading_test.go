@@ -240,3 +240,15 @@ func TestScheduledNotification(t *testing.T) {
 		}
 	})
 }
+
+// TestLargestPage: the documented maximum page size is served (the server asks
+// the library for one row more, to know whether there is a next page).
+func TestLargestPage(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		a := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2"}, "title": "t"})
+		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries?limit=1000", a.ID), e.admin, nil).want(t, http.StatusOK)
+		e.do("GET", "/v1/recipients/u_1/deliveries?limit=1000", e.admin, nil).want(t, http.StatusOK)
+		e.do("GET", "/v1/recipients/u_1/deliveries?limit=1001", e.admin, nil).wantProblem(t, http.StatusBadRequest, "invalid_field", "limit")
+	})
+}

@@ -88,6 +88,19 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 // Handler returns the server's HTTP handler.
 func (s *Server[TTx]) Handler() http.Handler { return s.mux }
 
+// OperationsHandler serves only /metrics, /healthz and /readyz: what a
+// worker process (oncepush work) exposes.
+func (s *Server[TTx]) OperationsHandler() http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+		mux.Handle(p, s.mux)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "a worker serves /metrics, /healthz and /readyz only"))
+	})
+	return mux
+}
+
 // handlerFunc is an API handler: it writes its answer, or returns an error that
 // becomes a problem+json answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error

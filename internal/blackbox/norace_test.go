@@ -1,0 +1,5 @@
+//go:build !race
+
+package blackbox
+
+const raceEnabled = false

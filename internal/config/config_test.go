@@ -1,0 +1,94 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "oncepush.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, `{"listen": "127.0.0.1:7001", "database": "file.db", "log": {"level": "warn"},
+		"engine": {"batchSize": 500, "runBudget": "5s"}}`)
+	st, err := Load(Flags{Config: file}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Listen != "127.0.0.1:7001" || st.Database != "file.db" || st.Log.Level != "warn" || st.Log.Format != "text" {
+		t.Fatalf("file values: %+v", st.File)
+	}
+	if cfg := st.ClientConfig(); cfg.BatchSize != 500 || cfg.RunBudget != 5*time.Second {
+		t.Fatalf("engine: %+v", cfg)
+	}
+	st, err = Load(Flags{Config: file}, env(map[string]string{EnvListen: "127.0.0.1:7002", EnvDatabase: "env.db"}))
+	if err != nil || st.Listen != "127.0.0.1:7002" || st.Database != "env.db" {
+		t.Fatalf("environment over file: %+v, %v", st.File, err)
+	}
+	st, err = Load(Flags{Config: file, Listen: "127.0.0.1:7003"}, env(map[string]string{EnvListen: "127.0.0.1:7002"}))
+	if err != nil || st.Listen != "127.0.0.1:7003" {
+		t.Fatalf("flag over environment: %+v, %v", st.File, err)
+	}
+	st, err = Load(Flags{}, env(nil))
+	if err != nil || st.Listen != ListenDefault || st.Database != DatabaseDefault || time.Duration(st.HTTP.ShutdownTimeout) != ShutdownTimeoutDefault {
+		t.Fatalf("defaults: %+v, %v", st.File, err)
+	}
+}
+
+func TestErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		file    string
+		flags   Flags
+		setting string
+	}{
+		{"unknown key", `{"lisen": "x"}`, Flags{}, "--config"},
+		{"nested unknown key", `{"providers": {"fcm": {"serviceAccount": "x"}}}`, Flags{}, "--config"},
+		{"wrong type", `{"engine": {"batchSize": "many"}}`, Flags{}, "--config"},
+		{"bad duration", `{"engine": {"runBudget": "soon"}}`, Flags{}, "--config"},
+		{"not json", `listen = 1`, Flags{}, "--config"},
+		{"bad listen", `{}`, Flags{Listen: "nowhere"}, "--listen"},
+		{"bad log format", `{}`, Flags{LogFormat: "xml"}, "--log-format"},
+		{"bad log level", `{"log": {"level": "loud"}}`, Flags{}, "--log-level"},
+		{"engine refuses", `{"engine": {"batchSize": 20000}}`, Flags{}, "engine"},
+		{"bad policy", `{"engine": {"ambiguity": "twice"}}`, Flags{}, "engine"},
+	} {
+		f := tc.flags
+		f.Config = writeConfig(t, tc.file)
+		_, err := Load(f, env(nil))
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != tc.setting {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.setting)
+		}
+	}
+	if _, err := Load(Flags{Config: filepath.Join(t.TempDir(), "missing.json")}, env(nil)); err == nil {
+		t.Error("a missing config file was accepted")
+	}
+}
+
+func TestProviderFilesAreChecked(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{Config: writeConfig(t, `{"providers": {"apns": {"keyFile": "/no/such.p8", "keyID": "ABCDEFGHIJ",
+		"teamID": "ABCDEFGHIJ", "topic": "t"}}}`)}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.BuildProviders(nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Setting != "providers.apns.keyFile" {
+		t.Fatalf("unreadable key file: %v", err)
+	}
+}

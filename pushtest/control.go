@@ -1,0 +1,289 @@
+package pushtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncepush/oncepush"
+)
+
+// ControlPrefix is where a FakeServer serves its control endpoints: HTTP
+// access to what Program, SetLatency, Requests, Reset and
+// NewWebPushSubscription do in Go, for tests that run the fake in another
+// process (`oncepush fake-providers`) or are written in another language.
+// Bodies are JSON; the shapes are the Control… types of this package.
+//
+//	GET  /_fake/requests[?transport=T]  → 200 [ControlRequest, …] in arrival order
+//	POST /_fake/program                 ControlProgram → 204
+//	POST /_fake/latency                 ControlLatency → 204
+//	POST /_fake/reset                   → 204 (forgets requests, programs and latencies)
+//	POST /_fake/webpush/subscriptions   → 201 ControlSubscription
+//
+// A malformed request is answered 400 {"error": "…"} naming the field. The
+// endpoints have no authentication: they are test tooling, and the fake is
+// meant to listen on a loopback address only. They are served over the fake's
+// own TLS certificate, like the providers (trust CertificatePEM).
+const ControlPrefix = "/_fake/"
+
+// ControlRequest is a FakeRequest as GET /_fake/requests returns it.
+type ControlRequest struct {
+	Transport      oncepush.Transport `json:"transport"`
+	Token          string             `json:"token"`
+	CollapseID     string             `json:"collapseId"`
+	NotificationID string             `json:"notificationId"`
+	APNsID         string             `json:"apnsId"`
+	// Payload is the request body as text (for Web Push: the decrypted
+	// plaintext); every provider's payload is JSON.
+	Payload string      `json:"payload"`
+	Header  http.Header `json:"header"`
+	// Status is the HTTP status the fake answered (0: it dropped the connection).
+	Status int       `json:"status"`
+	At     time.Time `json:"at"`
+}
+
+// ControlProgram is the body of POST /_fake/program: the answers for a
+// transport's token, as FakeServer.Program takes them (token "" = every token
+// of the transport without a program of its own; no answers clears the
+// program). For Web Push the token is the subscription's endpoint id (the
+// "id" of ControlSubscription).
+type ControlProgram struct {
+	Transport oncepush.Transport `json:"transport"`
+	Token     string             `json:"token"`
+	Answers   []ControlAnswer    `json:"answers"`
+}
+
+// ControlAnswer is a FakeAnswer in JSON.
+type ControlAnswer struct {
+	// Status is the HTTP status; 0 means the protocol's success answer.
+	Status int `json:"status,omitempty"`
+	// Body is the answer's body: a JSON string is sent as its text, a JSON
+	// object as itself (so a provider's error document can be written inline).
+	Body json.RawMessage `json:"body,omitempty"`
+	// Header is added to the answer; a value is a string or an array of strings.
+	Header map[string]ControlHeaderValues `json:"header,omitempty"`
+	// LatencyMs delays the answer by that many milliseconds.
+	LatencyMs int64 `json:"latencyMs,omitempty"`
+	// Drop reads the request, then resets the stream without answering.
+	Drop bool `json:"drop,omitempty"`
+}
+
+// ControlLatency is the body of POST /_fake/latency: every answer of the
+// transport is delayed by LatencyMs (0 removes the delay).
+type ControlLatency struct {
+	Transport oncepush.Transport `json:"transport"`
+	LatencyMs int64              `json:"latencyMs"`
+}
+
+// ControlSubscription is the answer of POST /_fake/webpush/subscriptions: a
+// new subscription on the fake push service.
+type ControlSubscription struct {
+	// Token is the Web Push device token (the PushSubscription JSON) to
+	// register with oncepush.
+	Token string `json:"token"`
+	// ID is the endpoint id: the Token of the fake's recorded requests to this
+	// subscription, and the token to program answers for.
+	ID string `json:"id"`
+}
+
+// ControlHeaderValues are one header's values: in JSON a string or an array
+// of strings.
+type ControlHeaderValues []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (h *ControlHeaderValues) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*h = ControlHeaderValues{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("a header value is a string or an array of strings")
+	}
+	*h = many
+	return nil
+}
+
+// ControlAnswerOf returns a in the JSON form POST /_fake/program takes, so a
+// Go test can program a fake in another process with this package's answer
+// helpers (FCMError, APNsError, WebPushError, RuStoreError).
+func ControlAnswerOf(a FakeAnswer) ControlAnswer {
+	c := ControlAnswer{Status: a.Status, LatencyMs: a.Latency.Milliseconds(), Drop: a.Drop}
+	if a.Body != "" {
+		c.Body, _ = json.Marshal(a.Body) // a string always encodes
+	}
+	if len(a.Header) > 0 {
+		c.Header = map[string]ControlHeaderValues{}
+		for k, vs := range a.Header {
+			c.Header[k] = slices.Clone(vs)
+		}
+	}
+	return c
+}
+
+// answer converts c back; it names the field at fault.
+func (c ControlAnswer) answer() (FakeAnswer, error) {
+	a := FakeAnswer{Status: c.Status, Latency: time.Duration(c.LatencyMs) * time.Millisecond, Drop: c.Drop}
+	if c.Status != 0 && (c.Status < 100 || c.Status > 599) {
+		return a, fmt.Errorf("status: %d is not an HTTP status", c.Status)
+	}
+	if c.LatencyMs < 0 {
+		return a, errors.New("latencyMs: must not be negative")
+	}
+	if body := bytes.TrimSpace(c.Body); len(body) > 0 && !bytes.Equal(body, []byte("null")) {
+		switch body[0] {
+		case '"':
+			if err := json.Unmarshal(body, &a.Body); err != nil {
+				return a, fmt.Errorf("body: %v", err)
+			}
+		case '{':
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, body); err != nil {
+				return a, fmt.Errorf("body: %v", err)
+			}
+			a.Body = buf.String()
+		default:
+			return a, errors.New("body: must be a string or a JSON object")
+		}
+	}
+	if len(c.Header) > 0 {
+		a.Header = http.Header{}
+		for k, vs := range c.Header {
+			for _, v := range vs {
+				a.Header.Add(k, v)
+			}
+		}
+	}
+	return a, nil
+}
+
+// controlMaxBody bounds a control request's body.
+const controlMaxBody = 1 << 20
+
+// registerControl serves the control endpoints (ControlPrefix) on the fake's mux.
+func (s *FakeServer) registerControl() {
+	s.mux.HandleFunc("GET /_fake/requests", s.controlRequests)
+	s.mux.HandleFunc("POST /_fake/program", s.controlProgram)
+	s.mux.HandleFunc("POST /_fake/latency", s.controlLatency)
+	s.mux.HandleFunc("POST /_fake/reset", func(w http.ResponseWriter, r *http.Request) {
+		s.Reset()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s.mux.HandleFunc("POST /_fake/webpush/subscriptions", func(w http.ResponseWriter, r *http.Request) {
+		token := s.NewWebPushSubscription()
+		sub, err := oncepush.ParseWebPushSubscription(string(token))
+		if err != nil { // our own subscription always parses
+			controlError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		id := strings.TrimPrefix(sub.Endpoint, s.URL+"/webpush/")
+		controlJSON(w, http.StatusCreated, ControlSubscription{Token: string(token), ID: id})
+	})
+}
+
+func (s *FakeServer) controlRequests(w http.ResponseWriter, r *http.Request) {
+	var reqs []FakeRequest
+	if t := r.URL.Query().Get("transport"); t != "" {
+		tr, err := controlTransport("transport", oncepush.Transport(t))
+		if err != nil {
+			controlError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		reqs = s.RequestsFor(tr)
+	} else {
+		reqs = s.Requests()
+	}
+	out := make([]ControlRequest, 0, len(reqs))
+	for _, q := range reqs {
+		out = append(out, ControlRequest{
+			Transport: q.Transport, Token: q.Token, CollapseID: q.CollapseID, NotificationID: q.NotificationID,
+			APNsID: q.APNsID, Payload: string(q.Payload), Header: q.Header, Status: q.Status, At: q.At,
+		})
+	}
+	controlJSON(w, http.StatusOK, out)
+}
+
+func (s *FakeServer) controlProgram(w http.ResponseWriter, r *http.Request) {
+	var p ControlProgram
+	if err := controlDecode(w, r, &p); err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	tr, err := controlTransport("transport", p.Transport)
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	answers := make([]FakeAnswer, 0, len(p.Answers))
+	for i, c := range p.Answers {
+		a, err := c.answer()
+		if err != nil {
+			controlError(w, http.StatusBadRequest, fmt.Sprintf("answers[%d].%v", i, err))
+			return
+		}
+		answers = append(answers, a)
+	}
+	s.Program(tr, p.Token, answers...)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *FakeServer) controlLatency(w http.ResponseWriter, r *http.Request) {
+	var l ControlLatency
+	if err := controlDecode(w, r, &l); err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	tr, err := controlTransport("transport", l.Transport)
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if l.LatencyMs < 0 {
+		controlError(w, http.StatusBadRequest, "latencyMs: must not be negative")
+		return
+	}
+	s.SetLatency(tr, time.Duration(l.LatencyMs)*time.Millisecond)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func controlTransport(field string, t oncepush.Transport) (oncepush.Transport, error) {
+	if !slices.Contains(oncepush.Transports, t) {
+		return "", fmt.Errorf("%s: %q is not one of fcm, apns, webpush, rustore", field, t)
+	}
+	return t, nil
+}
+
+// controlDecode reads one JSON value strictly: unknown fields and trailing
+// data are errors, so a misspelt field shows instead of being ignored.
+func controlDecode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlMaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return fmt.Errorf("%s: must be a JSON %s", typ.Field, typ.Type)
+		}
+		return fmt.Errorf("body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("body: more than one JSON value")
+	}
+	return nil
+}
+
+func controlJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func controlError(w http.ResponseWriter, status int, msg string) {
+	controlJSON(w, status, map[string]string{"error": msg})
+}
