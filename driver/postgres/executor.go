@@ -25,7 +25,7 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	}
 	var id int64
 	var n int
-	err := e.db.QueryRow(ctx, q.Get("MessageInsert"), pgx.NamedArgs{
+	err := e.db.QueryRow(ctx, q.Get("MessageInsert"), named{
 		"now": p.Now, "type": p.Type, "title": p.Title, "body": p.Body, "data": data,
 		"link": p.Link, "image": p.Image, "category": p.Category, "ambiguity": p.Ambiguity,
 		"scheduled_at": p.ScheduledAt, "lifetime_us": micros(p.Lifetime),
@@ -40,7 +40,7 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 }
 
 func (e *executor) MessageDelete(ctx context.Context, id int64) error {
-	_, err := e.db.Exec(ctx, q.Get("MessageDelete"), pgx.NamedArgs{"id": id})
+	_, err := e.db.Exec(ctx, q.Get("MessageDelete"), named{"id": id})
 	return err
 }
 
@@ -64,7 +64,7 @@ func (e *executor) WithSavepoint(ctx context.Context, fn func() error) error {
 }
 
 func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryClaim"), pgx.NamedArgs{
+	rows, err := e.db.Query(ctx, q.Get("DeliveryClaim"), named{
 		"now": p.Now, "max": p.Max, "lease_id": p.LeaseID, "lease_us": micros(p.Lease),
 	})
 	if err != nil {
@@ -83,7 +83,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 }
 
 func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
-	rows, err := e.db.Query(ctx, q.Get("MessageGetMany"), pgx.NamedArgs{"ids": ids})
+	rows, err := e.db.Query(ctx, q.Get("MessageGetMany"), named{"ids": ids})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
 }
 
 func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipients"), pgx.NamedArgs{"recipients": recipients})
+	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipients"), named{"recipients": recipients})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []stri
 }
 
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptListByDeliveries"), pgx.NamedArgs{"delivery_ids": ids})
+	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 		ids[i], statuses[i], attempts[i] = u.ID, u.Status, int32(u.Attempts)
 		nextAts[i], delays[i], lastErrors[i] = u.NextAttemptAt, micros(u.Delay), u.LastError
 	}
-	rows, err := e.db.Query(ctx, q.Get("DeliveryUpdateMany"), pgx.NamedArgs{
+	rows, err := e.db.Query(ctx, q.Get("DeliveryUpdateMany"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "ids": ids, "statuses": statuses, "attempts": attempts,
 		"next_ats": nextAts, "delays_us": delays, "last_errors": lastErrors,
 	})
@@ -168,7 +168,7 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 		submissions[i], ambiguous[i] = int32(r.SubmissionsDelta), int32(r.AmbiguousDelta)
 		providerIDs[i], errs[i] = r.ProviderID, r.Error
 	}
-	_, err := e.db.Exec(ctx, q.Get("DeviceAttemptUpsertMany"), pgx.NamedArgs{
+	_, err := e.db.Exec(ctx, q.Get("DeviceAttemptUpsertMany"), named{
 		"now": p.Now, "delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports,
 		"states": states, "submissions": submissions, "ambiguous": ambiguous,
 		"provider_ids": providerIDs, "errors": errs,
@@ -186,12 +186,12 @@ func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey
 	for i, k := range keys {
 		ids[i], recipients[i], tokens[i] = k.ID, k.Recipient, k.Token
 	}
-	tag, err := e.db.Exec(ctx, q.Get("DeviceDeleteMany"), pgx.NamedArgs{"ids": ids, "recipients": recipients, "tokens": tokens})
+	tag, err := e.db.Exec(ctx, q.Get("DeviceDeleteMany"), named{"ids": ids, "recipients": recipients, "tokens": tokens})
 	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryLeaseGetMany"), pgx.NamedArgs{"ids": ids})
+	rows, err := e.db.Query(ctx, q.Get("DeliveryLeaseGetMany"), named{"ids": ids})
 	if err != nil {
 		return nil, err
 	}
@@ -212,14 +212,14 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		if p.Session != "" {
 			var revoked bool
-			if err := tx.QueryRow(ctx, q.Get("SessionIsRevoked"), pgx.NamedArgs{"session": p.Session}).Scan(&revoked); err != nil {
+			if err := tx.QueryRow(ctx, q.Get("SessionIsRevoked"), named{"session": p.Session}).Scan(&revoked); err != nil {
 				return err
 			}
 			if revoked {
 				return driver.ErrSessionRevoked
 			}
 		}
-		key := pgx.NamedArgs{"transport": p.Transport, "token_key": p.TokenKey, "recipient": p.Recipient}
+		key := named{"transport": p.Transport, "token_key": p.TokenKey, "recipient": p.Recipient}
 		// A conflict with another owner updates nothing; that registration is
 		// deleted and the insert tried again, so a moved token gets a new identity.
 		// Two rounds suffice unless another owner re-registers in between.
@@ -227,7 +227,7 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 			if _, err := tx.Exec(ctx, q.Get("DeviceDeleteOtherOwner"), key); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, q.Get("DeviceUpsert"), pgx.NamedArgs{
+			rows, err := tx.Query(ctx, q.Get("DeviceUpsert"), named{
 				"now": p.Now, "recipient": p.Recipient, "transport": p.Transport, "token": p.Token,
 				"token_key": p.TokenKey, "platform": p.Platform, "session": p.Session,
 				"locale": p.Locale, "time_zone": p.TimeZone,
@@ -247,7 +247,7 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 		if dev == nil {
 			return errRegisterContended
 		}
-		_, err := tx.Exec(ctx, q.Get("DeviceTrim"), pgx.NamedArgs{"recipient": p.Recipient, "max": p.MaxPerRecipient})
+		_, err := tx.Exec(ctx, q.Get("DeviceTrim"), named{"recipient": p.Recipient, "max": p.MaxPerRecipient})
 		return err
 	})
 	return dev, err
@@ -262,14 +262,14 @@ func (contendedError) Error() string {
 }
 
 func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregisterParams) (int, error) {
-	tag, err := e.db.Exec(ctx, q.Get("DeviceUnregister"), pgx.NamedArgs{
+	tag, err := e.db.Exec(ctx, q.Get("DeviceUnregister"), named{
 		"transport": p.Transport, "token_key": p.TokenKey, "recipient": p.Recipient,
 	})
 	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipient"), pgx.NamedArgs{"recipient": recipient})
+	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipient"), named{"recipient": recipient})
 	if err != nil {
 		return nil, err
 	}
@@ -279,10 +279,10 @@ func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) 
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
 	var deleted int
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q.Get("SessionRevoke"), pgx.NamedArgs{"session": session, "now": now}); err != nil {
+		if _, err := tx.Exec(ctx, q.Get("SessionRevoke"), named{"session": session, "now": now}); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteBySession"), pgx.NamedArgs{"session": session})
+		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteBySession"), named{"session": session})
 		deleted = int(tag.RowsAffected())
 		return err
 	})
@@ -292,7 +292,7 @@ func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.
 func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driver.RecipientDeleteResult, error) {
 	res := &driver.RecipientDeleteResult{}
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
-		args := pgx.NamedArgs{"recipient": recipient}
+		args := named{"recipient": recipient}
 		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteByRecipient"), args)
 		if err != nil {
 			return err
@@ -317,7 +317,7 @@ func scanDelivery(r pgx.CollectableRow) (*driver.Delivery, error) {
 }
 
 func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryGet"), pgx.NamedArgs{"id": id})
+	rows, err := e.db.Query(ctx, q.Get("DeliveryGet"), named{"id": id})
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery,
 }
 
 func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryListByMessage"), pgx.NamedArgs{"message_id": messageID, "after_id": afterID, "max": limit})
+	rows, err := e.db.Query(ctx, q.Get("DeliveryListByMessage"), named{"message_id": messageID, "after_id": afterID, "max": limit})
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID
 }
 
 func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryListByRecipient"), pgx.NamedArgs{"recipient": recipient, "before_id": beforeID, "max": limit})
+	rows, err := e.db.Query(ctx, q.Get("DeliveryListByRecipient"), named{"recipient": recipient, "before_id": beforeID, "max": limit})
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +356,7 @@ func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string
 }
 
 func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryCountByStatus"), pgx.NamedArgs{"message_id": messageID})
+	rows, err := e.db.Query(ctx, q.Get("DeliveryCountByStatus"), named{"message_id": messageID})
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (
 }
 
 func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
-	rows, err := e.db.Query(ctx, q.Get("LockAcquire"), pgx.NamedArgs{
+	rows, err := e.db.Query(ctx, q.Get("LockAcquire"), named{
 		"now": p.Now, "name": p.Name, "owner": p.Owner, "ttl_us": micros(p.TTL),
 	})
 	if err != nil {
@@ -385,12 +385,12 @@ func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool,
 }
 
 func (e *executor) LockRelease(ctx context.Context, p *driver.LockParams) error {
-	_, err := e.db.Exec(ctx, q.Get("LockRelease"), pgx.NamedArgs{"name": p.Name, "owner": p.Owner})
+	_, err := e.db.Exec(ctx, q.Get("LockRelease"), named{"name": p.Name, "owner": p.Owner})
 	return err
 }
 
 func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupParams) (int, error) {
-	tag, err := e.db.Exec(ctx, q.Get(name), pgx.NamedArgs{"now": p.Now, "age_us": micros(p.Age), "max": p.Limit})
+	tag, err := e.db.Exec(ctx, q.Get(name), named{"now": p.Now, "age_us": micros(p.Age), "max": p.Limit})
 	return int(tag.RowsAffected()), err
 }
 
@@ -409,21 +409,21 @@ func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupPa
 func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
 	var n int
 	var oldest time.Time
-	err := e.db.QueryRow(ctx, q.Get("DeliveryOverdue"), pgx.NamedArgs{"now": p.Now, "age_us": micros(p.Age)}).Scan(&n, &oldest)
+	err := e.db.QueryRow(ctx, q.Get("DeliveryOverdue"), named{"now": p.Now, "age_us": micros(p.Age)}).Scan(&n, &oldest)
 	return n, oldest, err
 }
 
 func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, time.Duration, error) {
 	var n int
 	var age float64
-	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), pgx.NamedArgs{"now": now}).Scan(&n, &age)
+	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), named{"now": now}).Scan(&n, &age)
 	return n, time.Duration(age * float64(time.Second)), err
 }
 
 // --- the server's state
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
-	rows, err := e.db.Query(ctx, q.Get("MessageGet"), pgx.NamedArgs{"id": id})
+	rows, err := e.db.Query(ctx, q.Get("MessageGet"), named{"id": id})
 	if err != nil {
 		return nil, err
 	}
@@ -433,12 +433,12 @@ func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, e
 
 func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error) {
 	var n int
-	err := e.db.QueryRow(ctx, q.Get("DeviceAttemptAmbiguousCount"), pgx.NamedArgs{"message_id": messageID}).Scan(&n)
+	err := e.db.QueryRow(ctx, q.Get("DeviceAttemptAmbiguousCount"), named{"message_id": messageID}).Scan(&n)
 	return n, err
 }
 
 func (e *executor) APIKeyInsert(ctx context.Context, k *driver.APIKey) error {
-	_, err := e.db.Exec(ctx, q.Get("APIKeyInsert"), pgx.NamedArgs{
+	_, err := e.db.Exec(ctx, q.Get("APIKeyInsert"), named{
 		"id": k.ID, "name": k.Name, "hash": k.Hash, "scopes": k.Scopes, "now": nilIfZero(k.CreatedAt),
 	})
 	return err
@@ -458,7 +458,7 @@ func scanAPIKey(r pgx.CollectableRow) (*driver.APIKey, error) {
 }
 
 func (e *executor) APIKeyGetByHash(ctx context.Context, hash []byte) (*driver.APIKey, error) {
-	rows, err := e.db.Query(ctx, q.Get("APIKeyGetByHash"), pgx.NamedArgs{"hash": hash})
+	rows, err := e.db.Query(ctx, q.Get("APIKeyGetByHash"), named{"hash": hash})
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +475,7 @@ func (e *executor) APIKeyList(ctx context.Context) ([]*driver.APIKey, error) {
 }
 
 func (e *executor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
-	tag, err := e.db.Exec(ctx, q.Get("APIKeyRevoke"), pgx.NamedArgs{"id": id, "now": now})
+	tag, err := e.db.Exec(ctx, q.Get("APIKeyRevoke"), named{"id": id, "now": now})
 	return tag.RowsAffected() == 1, err
 }
 
@@ -486,7 +486,7 @@ func scanPreference(r pgx.CollectableRow) (*driver.Preference, error) {
 }
 
 func (e *executor) PreferenceGet(ctx context.Context, recipient string) (*driver.Preference, error) {
-	rows, err := e.db.Query(ctx, q.Get("PreferenceGet"), pgx.NamedArgs{"recipient": recipient})
+	rows, err := e.db.Query(ctx, q.Get("PreferenceGet"), named{"recipient": recipient})
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +495,7 @@ func (e *executor) PreferenceGet(ctx context.Context, recipient string) (*driver
 }
 
 func (e *executor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*driver.Preference, error) {
-	rows, err := e.db.Query(ctx, q.Get("PreferenceGetMany"), pgx.NamedArgs{"recipients": recipients})
+	rows, err := e.db.Query(ctx, q.Get("PreferenceGetMany"), named{"recipients": recipients})
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +507,7 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 	if optOut == nil {
 		optOut = []string{}
 	}
-	_, err := e.db.Exec(ctx, q.Get("PreferencePut"), pgx.NamedArgs{
+	_, err := e.db.Exec(ctx, q.Get("PreferencePut"), named{
 		"recipient": p.Recipient, "opt_out": optOut, "quiet_start": p.QuietStart, "quiet_end": p.QuietEnd,
 		"time_zone": p.TimeZone, "now": now,
 	})
@@ -515,7 +515,7 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 }
 
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
-	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), pgx.NamedArgs{"key": key})
+	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), named{"key": key})
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,7 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("postgres: migration %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), pgx.NamedArgs{"version": m.Version, "name": m.Name}); err != nil {
+			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), named{"version": m.Version, "name": m.Name}); err != nil {
 				return err
 			}
 			res.Applied = append(res.Applied, m.Version)

@@ -34,6 +34,9 @@ const (
 	ListenDefault          = "127.0.0.1:8080"
 	DatabaseDefault        = "oncepush.db"
 	ShutdownTimeoutDefault = 30 * time.Second
+	// PoolMaxConnsDefault is the PostgreSQL pool size when the URL sets no
+	// pool_max_conns.
+	PoolMaxConnsDefault = 16
 )
 
 // Environment variables (each mirrors a flag).
@@ -320,6 +323,11 @@ func (st *Settings) OpenDatabase(ctx context.Context) (*Database, error) {
 		cfg, err := pgxpool.ParseConfig(dsn)
 		if err != nil {
 			return nil, settingErr("--database", "not a PostgreSQL URL: %v", err)
+		}
+		if !strings.Contains(dsn, "pool_max_conns") {
+			// pgxpool's default (4 on a 2-core host) queues concurrent API
+			// requests; the URL's pool_max_conns overrides this.
+			cfg.MaxConns = PoolMaxConnsDefault
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {

@@ -1,6 +1,7 @@
 package sqlfile
 
 import (
+	"strings"
 	"testing"
 	"testing/fstest"
 )
@@ -73,5 +74,26 @@ func TestMigrations(t *testing.T) {
 		if _, err := Migrations(fsys, "m"); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestPositional(t *testing.T) {
+	t.Parallel()
+	sql, names := Positional(`SELECT @a, @b::int, 'x@notaparam', "col@x", @a -- @comment
+/* @block */ FROM t WHERE id = @id_2 AND v = 'it''s @q'`)
+	want := `SELECT $1, $2::int, 'x@notaparam', "col@x", $1 -- @comment
+/* @block */ FROM t WHERE id = $3 AND v = 'it''s @q'`
+	if sql != want {
+		t.Fatalf("sql:\n%s\nwant:\n%s", sql, want)
+	}
+	if len(names) != 3 || names[0] != "a" || names[1] != "b" || names[2] != "id_2" {
+		t.Fatalf("names %v", names)
+	}
+	many := ""
+	for i := range 12 {
+		many += " @p" + itoa(i)
+	}
+	if sql, _ := Positional(many); !strings.HasSuffix(sql, "$12") {
+		t.Fatalf("12 params: %s", sql)
 	}
 }
