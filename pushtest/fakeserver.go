@@ -227,19 +227,11 @@ func (s *FakeServer) Count() int {
 // WaitCount blocks until the server has recorded at least n requests or ctx
 // ends, and reports whether it got there.
 func (s *FakeServer) WaitCount(ctx context.Context, n int) bool {
-	for {
+	return waitCount(ctx, n, func() (int, <-chan struct{}) {
 		s.mu.Lock()
-		got, ch := len(s.reqs), s.notify
-		s.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+		defer s.mu.Unlock()
+		return len(s.reqs), s.notify
+	})
 }
 
 // Reset forgets recorded requests and programs.

@@ -81,19 +81,11 @@ func (p *Provider) Count() int {
 // WaitCount blocks until the provider has received at least n submissions or
 // ctx ends, and reports whether it got there.
 func (p *Provider) WaitCount(ctx context.Context, n int) bool {
-	for {
+	return waitCount(ctx, n, func() (int, <-chan struct{}) {
 		p.mu.Lock()
-		got, ch := len(p.subs), p.notify
-		p.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+		defer p.mu.Unlock()
+		return len(p.subs), p.notify
+	})
 }
 
 // Reset forgets the recorded submissions.

@@ -168,6 +168,27 @@ func jsonList[T any](v []T) (string, error) {
 
 type scanner interface{ Scan(dest ...any) error }
 
+// queryMap runs a query of two columns and returns them as key → value.
+func queryMap[K comparable, V any](ctx context.Context, db dbtx, text string, args ...any) (map[K]V, error) {
+	type kv struct {
+		k K
+		v V
+	}
+	rows, err := query(ctx, db, func(r scanner) (kv, error) {
+		var x kv
+		err := r.Scan(&x.k, &x.v)
+		return x, err
+	}, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[K]V, len(rows))
+	for _, x := range rows {
+		out[x.k] = x.v
+	}
+	return out, nil
+}
+
 // query runs a query and scans every row.
 func query[T any](ctx context.Context, db dbtx, scan func(scanner) (T, error), text string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, text, args...)
@@ -473,20 +494,7 @@ func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[i
 	if err != nil {
 		return nil, err
 	}
-	type lease struct{ id, lease int64 }
-	ls, err := query(ctx, e.conn(), func(r scanner) (lease, error) {
-		var l lease
-		err := r.Scan(&l.id, &l.lease)
-		return l, err
-	}, q.Get("DeliveryLeaseGetMany"), sql.Named("ids", list))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int64]int64, len(ls))
-	for _, l := range ls {
-		out[l.id] = l.lease
-	}
-	return out, nil
+	return queryMap[int64, int64](ctx, e.conn(), q.Get("DeliveryLeaseGetMany"), sql.Named("ids", list))
 }
 
 // --- devices
@@ -612,23 +620,7 @@ func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string
 }
 
 func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
-	type count struct {
-		status string
-		n      int
-	}
-	cs, err := query(ctx, e.conn(), func(r scanner) (count, error) {
-		var c count
-		err := r.Scan(&c.status, &c.n)
-		return c, err
-	}, q.Get("DeliveryCountByStatus"), sql.Named("message_id", messageID))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int, len(cs))
-	for _, c := range cs {
-		out[c.status] = c.n
-	}
-	return out, nil
+	return queryMap[string, int](ctx, e.conn(), q.Get("DeliveryCountByStatus"), sql.Named("message_id", messageID))
 }
 
 // --- cleanup and housekeeping
