@@ -353,8 +353,10 @@ func testCLI(t *testing.T, bin string, db database) {
 		t.Error("keys list shows a key's secret")
 	}
 
-	// keys revoke: the running server refuses the key from then on.
+	// keys revoke: the running server refuses the key once its lookup cache
+	// (server.KeyCacheTTLDefault, the documented bound) has let go of it.
 	runOK(t, bin, "keys", "revoke", "--database", dbURL, id)
+	time.Sleep(server.KeyCacheTTLDefault + 100*time.Millisecond)
 	status, b = s.call(key, http.MethodPost, "/v1/notifications", notify)
 	if p := problemOf(t, b); status != http.StatusUnauthorized || p.Code != server.CodeUnauthorized {
 		t.Errorf("a revoked key: %d %s; want 401 %s", status, b, server.CodeUnauthorized)
