@@ -34,6 +34,7 @@ type Client[TTx any] struct {
 type clientCore struct {
 	cfg       *Config
 	log       *slog.Logger
+	obs       Observer // cfg.Observer, its panics contained
 	providers map[Transport]Provider
 	sems      map[Transport]chan struct{}
 
@@ -45,7 +46,9 @@ type clientCore struct {
 
 	// notify reaches other processes' workers (driver.Notify); one call is in
 	// flight at a time, and calls meanwhile make it run once more.
-	notify      func(context.Context) error
+	notify func(context.Context) error
+	// exec runs statements outside any transaction (driver.Exec): the marks.
+	exec        func() driver.Executor
 	notifying   atomic.Bool
 	notifyAgain atomic.Bool
 }
@@ -66,7 +69,9 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl := &Client[TTx]{driver: d}
 	cl.cfg = c
 	cl.notify = d.Notify
+	cl.exec = d.Exec
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
+	cl.obs = guardedObserver{o: c.Observer, log: cl.log}
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
 	cl.throttle = map[Transport]time.Time{}
@@ -185,7 +190,7 @@ func (c *clientCore) replay(ctx context.Context, ex driver.Executor, opts *SendO
 	if !bytes.Equal(rec.RequestHash, opts.RequestHash) {
 		return SendResult{}, ErrDedupConflict
 	}
-	c.cfg.Observer.Queued(0, rec.Queued+rec.Duplicates)
+	c.obs.Queued(0, rec.Queued+rec.Duplicates)
 	return SendResult{MessageID: rec.MessageID, Queued: rec.Queued, Duplicates: rec.Duplicates, Replayed: true}, nil
 }
 
@@ -216,7 +221,7 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
 	}
 	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
-	c.cfg.Observer.Queued(res.Queued, res.Duplicates)
+	c.obs.Queued(res.Queued, res.Duplicates)
 	if n == 0 {
 		// Every recipient was a duplicate: keep no message without deliveries.
 		if err := ex.MessageDelete(ctx, id); err != nil {

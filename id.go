@@ -53,11 +53,13 @@ var submissionNamespace = [16]byte{0x6f, 0x6e, 0x63, 0x65, 0x70, 0x75, 0x73, 0x6
 
 // SubmissionID returns the UUID v5 (RFC 9562) of a (delivery, device) pair, in
 // lowercase: the same on every resend, so APNs' apns-id (and provider logs) join
-// oncepush's ledger without a lookup.
-func SubmissionID(deliveryID, deviceID int64) string {
+// oncepush's ledger without a lookup. The device is named by its transport and
+// token key (the token; a Web Push subscription's endpoint), not by its
+// registration id, so a token registered again keeps its identity.
+func SubmissionID(deliveryID int64, transport Transport, tokenKey string) string {
 	h := sha1.New()
 	h.Write(submissionNamespace[:])
-	h.Write([]byte(strconv.FormatInt(deliveryID, 10) + ":" + strconv.FormatInt(deviceID, 10)))
+	h.Write([]byte(strconv.FormatInt(deliveryID, 10) + ":" + string(transport) + ":" + tokenKey))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x50 // version 5

@@ -43,14 +43,16 @@ func TestNotificationIDIsCanonical(t *testing.T) {
 
 func TestSubmissionIDIsUUIDv5(t *testing.T) {
 	t.Parallel()
-	id := oncepush.SubmissionID(17, 42)
+	apns := oncepush.TransportAPNs
+	id := oncepush.SubmissionID(17, apns, "42")
 	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
 		t.Fatalf("SubmissionID = %q, not a lowercase UUID v5", id)
 	}
-	if oncepush.SubmissionID(17, 42) != id {
+	if oncepush.SubmissionID(17, apns, "42") != id {
 		t.Fatal("SubmissionID is not stable")
 	}
-	if oncepush.SubmissionID(17, 43) == id || oncepush.SubmissionID(1742, 0) == oncepush.SubmissionID(17, 420) {
+	if oncepush.SubmissionID(17, apns, "43") == id || oncepush.SubmissionID(17, oncepush.TransportFCM, "42") == id ||
+		oncepush.SubmissionID(1742, apns, "0") == oncepush.SubmissionID(17, apns, "420") {
 		t.Fatal("different pairs share a SubmissionID")
 	}
 }

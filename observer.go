@@ -1,6 +1,9 @@
 package oncepush
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // Observer receives the engine's events, for metrics. Its methods are called
 // from the engine's goroutines, concurrently, on the delivery path: they must
@@ -37,3 +40,29 @@ func (NopObserver) Finished(DeliveryStatus) {}
 
 // LeaseLost implements Observer.
 func (NopObserver) LeaseLost(int) {}
+
+// guardedObserver calls an Observer so that its panic is logged and goes no
+// further: metrics code must never change an outcome, fail a send or stop a run.
+type guardedObserver struct {
+	o   Observer
+	log *slog.Logger
+}
+
+func (g guardedObserver) call(event string, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error("observer panicked; event dropped", slog.String("event", event), slog.Any("panic", r))
+		}
+	}()
+	fn()
+}
+
+func (g guardedObserver) Queued(q, d int) { g.call("queued", func() { g.o.Queued(q, d) }) }
+func (g guardedObserver) Submitted(t Transport, o Outcome, l time.Duration) {
+	g.call("submitted", func() { g.o.Submitted(t, o, l) })
+}
+func (g guardedObserver) Ambiguous(t Transport, rec bool) {
+	g.call("ambiguous", func() { g.o.Ambiguous(t, rec) })
+}
+func (g guardedObserver) Finished(s DeliveryStatus) { g.call("finished", func() { g.o.Finished(s) }) }
+func (g guardedObserver) LeaseLost(n int)           { g.call("lease_lost", func() { g.o.LeaseLost(n) }) }

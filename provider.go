@@ -2,6 +2,7 @@ package oncepush
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -114,6 +115,33 @@ type Result struct {
 	// not only this device: this client starts no send to the transport until
 	// it has passed.
 	Throttle bool
+	// Unsent, with OutcomeRetry, says the request provably never left this
+	// process — the dial failed, or CheckStart refused it, or the body was
+	// never completely handed to the connection — so nothing can have reached
+	// the provider. The ledger takes back the submission it counted. Leave it
+	// false whenever the provider may have the request.
+	Unsent bool
+}
+
+// ErrLateStart is CheckStart's answer when a send may no longer start.
+var ErrLateStart = errors.New("oncepush: too late to start this send: the run's budget is spent or its lease could have expired")
+
+type startCheckKey struct{}
+
+// CheckStart reports whether the send of ctx may still start. A provider
+// calls it immediately before it writes a request (a stopped or starved
+// process may have been frozen between the engine's own check and the write)
+// and, when it gets an error, writes nothing and answers OutcomeRetry with
+// Unsent set. It returns nil for a context the engine did not make.
+func CheckStart(ctx context.Context) error {
+	if check, ok := ctx.Value(startCheckKey{}).(func() error); ok {
+		return check()
+	}
+	return nil
+}
+
+func withStartCheck(ctx context.Context, check func() error) context.Context {
+	return context.WithValue(ctx, startCheckKey{}, check)
 }
 
 // Accepted is a convenience for providers.

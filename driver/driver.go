@@ -155,6 +155,14 @@ type Executor interface {
 	DeliveryUpdateMany(ctx context.Context, p *DeliveryUpdateManyParams) ([]int64, error)
 	// DeviceAttemptUpsertMany writes ledger rows (insert, or add deltas and set state).
 	DeviceAttemptUpsertMany(ctx context.Context, p *DeviceAttemptUpsertManyParams) error
+	// DeviceAttemptMarkSending marks pairs sending just before their provider
+	// calls, on its own (committed when it returns, outside any transaction):
+	// state sending, one more submission, the device id of this registration.
+	// Only pairs of deliveries still leased to LeaseID, pending, and whose lease
+	// ends at least MinLeaseLeft after now are marked; the rows are locked
+	// against a concurrent claim while checked. It returns the ids of the
+	// deliveries whose pairs it marked.
+	DeviceAttemptMarkSending(ctx context.Context, p *DeviceAttemptMarkSendingParams) ([]int64, error)
 	// DeviceDeleteMany deletes devices matching (id, recipient, token) exactly and
 	// returns how many it deleted.
 	DeviceDeleteMany(ctx context.Context, keys []DeviceKey) (int, error)
@@ -369,11 +377,15 @@ type DeviceKey struct {
 	Token     string
 }
 
-// DeviceAttempt is a ledger row.
+// DeviceAttempt is a ledger row. A pair is identified by (DeliveryID,
+// Transport, TokenKey): the token, not the registration row, so a device that
+// unregisters and registers the same token again (a new DeviceID) is the same
+// pair and is never submitted the same notification twice.
 type DeviceAttempt struct {
 	DeliveryID  int64
-	DeviceID    int64
+	DeviceID    int64 // the registration last submitted to
 	Transport   string
+	TokenKey    string
 	State       string
 	Submissions int
 	Ambiguous   int
@@ -411,6 +423,7 @@ type DeviceAttemptUpsert struct {
 	DeliveryID       int64
 	DeviceID         int64
 	Transport        string
+	TokenKey         string
 	State            string
 	SubmissionsDelta int
 	AmbiguousDelta   int
@@ -419,6 +432,22 @@ type DeviceAttemptUpsert struct {
 	// Error replaces the recorded text unless State is AttemptSending (a
 	// release restores the previous text by passing it here).
 	Error string
+}
+
+// DeviceAttemptKey names one pair about to be submitted.
+type DeviceAttemptKey struct {
+	DeliveryID int64
+	DeviceID   int64
+	Transport  string
+	TokenKey   string
+}
+
+// DeviceAttemptMarkSendingParams marks pairs sending under one lease.
+type DeviceAttemptMarkSendingParams struct {
+	Now          *time.Time
+	LeaseID      int64
+	MinLeaseLeft time.Duration
+	Pairs        []DeviceAttemptKey
 }
 
 // DeviceAttemptUpsertManyParams writes ledger rows.

@@ -119,7 +119,7 @@ func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int6
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
 		a := &driver.DeviceAttempt{}
-		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.State, &a.Submissions, &a.Ambiguous,
+		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
 			&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
 		return a, err
 	})
@@ -158,22 +158,45 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 	deliveryIDs := make([]int64, n)
 	deviceIDs := make([]int64, n)
 	transports := make([]string, n)
+	tokenKeys := make([]string, n)
 	states := make([]string, n)
 	submissions := make([]int32, n)
 	ambiguous := make([]int32, n)
 	providerIDs := make([]string, n)
 	errs := make([]string, n)
 	for i, r := range p.Rows {
-		deliveryIDs[i], deviceIDs[i], transports[i], states[i] = r.DeliveryID, r.DeviceID, r.Transport, r.State
-		submissions[i], ambiguous[i] = int32(r.SubmissionsDelta), int32(r.AmbiguousDelta)
+		deliveryIDs[i], deviceIDs[i], transports[i], tokenKeys[i] = r.DeliveryID, r.DeviceID, r.Transport, r.TokenKey
+		states[i], submissions[i], ambiguous[i] = r.State, int32(r.SubmissionsDelta), int32(r.AmbiguousDelta)
 		providerIDs[i], errs[i] = r.ProviderID, r.Error
 	}
 	_, err := e.db.Exec(ctx, q.Get("DeviceAttemptUpsertMany"), named{
 		"now": p.Now, "delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports,
-		"states": states, "submissions": submissions, "ambiguous": ambiguous,
+		"token_keys": tokenKeys, "states": states, "submissions": submissions, "ambiguous": ambiguous,
 		"provider_ids": providerIDs, "errors": errs,
 	})
 	return err
+}
+
+func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+	n := len(p.Pairs)
+	if n == 0 {
+		return nil, nil
+	}
+	deliveryIDs := make([]int64, n)
+	deviceIDs := make([]int64, n)
+	transports := make([]string, n)
+	tokenKeys := make([]string, n)
+	for i, k := range p.Pairs {
+		deliveryIDs[i], deviceIDs[i], transports[i], tokenKeys[i] = k.DeliveryID, k.DeviceID, k.Transport, k.TokenKey
+	}
+	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptMarkSending"), named{
+		"now": p.Now, "lease_id": p.LeaseID, "min_left_us": micros(p.MinLeaseLeft),
+		"delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports, "token_keys": tokenKeys,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {

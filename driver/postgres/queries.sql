@@ -81,7 +81,7 @@ WHERE d.recipient = ANY (@recipients::text[])
 ORDER BY d.recipient, d.id;
 
 -- name: DeviceAttemptListByDeliveries :many
-SELECT delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error,
+SELECT delivery_id, device_id, transport, token_key, state, submissions, ambiguous, provider_id, error,
        first_sent_at, last_sent_at, updated_at
 FROM oncepush_device_attempt
 WHERE delivery_id = ANY (@delivery_ids::bigint[])
@@ -108,20 +108,22 @@ WHERE d.id = u.id
 RETURNING d.id;
 
 -- name: DeviceAttemptUpsertMany :exec
+-- A pair is (delivery, transport, token key): a re-registered token is the same pair.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
-INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, state, submissions,
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
                                           ambiguous, provider_id, error, first_sent_at,
                                           last_sent_at, updated_at)
-SELECT u.delivery_id, u.device_id, u.transport, u.state, u.submissions, u.ambiguous,
+SELECT u.delivery_id, u.device_id, u.transport, u.token_key, u.state, u.submissions, u.ambiguous,
        u.provider_id, u.error,
        CASE WHEN u.state = 'sending' THEN n.now END,
        CASE WHEN u.state = 'sending' THEN n.now END,
        n.now
-FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @states::text[],
-            @submissions::integer[], @ambiguous::integer[], @provider_ids::text[], @errors::text[])
-         AS u (delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error),
+FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @token_keys::text[],
+            @states::text[], @submissions::integer[], @ambiguous::integer[], @provider_ids::text[],
+            @errors::text[])
+         AS u (delivery_id, device_id, transport, token_key, state, submissions, ambiguous, provider_id, error),
      n
-ON CONFLICT (delivery_id, device_id) DO UPDATE
+ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
 SET state         = excluded.state,
     submissions   = a.submissions + excluded.submissions,
     ambiguous     = a.ambiguous + excluded.ambiguous,
@@ -132,6 +134,38 @@ SET state         = excluded.state,
     last_sent_at  = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
                          ELSE coalesce(excluded.last_sent_at, a.last_sent_at) END,
     updated_at    = excluded.updated_at;
+
+-- name: DeviceAttemptMarkSending :many
+-- Marks pairs sending just before their provider calls, only for deliveries
+-- still leased to @lease_id with at least @min_left_us of lease left. The
+-- deliveries are locked while checked, so a run recovering an expired lease
+-- cannot claim one between the check and the mark.
+WITH n AS MATERIALIZED (SELECT coalesce(@now::timestamptz, now()) AS now),
+own AS MATERIALIZED (
+    SELECT d.id
+    FROM oncepush_delivery d, n
+    WHERE d.id = ANY (@delivery_ids::bigint[])
+      AND d.lease_id = @lease_id
+      AND d.status = 'pending'
+      AND d.next_attempt_at >= n.now + @min_left_us::bigint * interval '1 microsecond'
+    FOR UPDATE OF d
+)
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
+                                          ambiguous, provider_id, error, first_sent_at,
+                                          last_sent_at, updated_at)
+SELECT u.delivery_id, u.device_id, u.transport, u.token_key, 'sending', 1, 0, '', '', n.now, n.now, n.now
+FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @token_keys::text[])
+         AS u (delivery_id, device_id, transport, token_key)
+     JOIN own ON own.id = u.delivery_id,
+     n
+ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
+SET state         = 'sending',
+    device_id     = excluded.device_id,
+    submissions   = a.submissions + 1,
+    first_sent_at = coalesce(a.first_sent_at, excluded.first_sent_at),
+    last_sent_at  = excluded.last_sent_at,
+    updated_at    = excluded.updated_at
+RETURNING a.delivery_id;
 
 -- name: DeviceDeleteMany :execrows
 -- Matches (id, recipient, token): a token that moved to a new owner has a new id.

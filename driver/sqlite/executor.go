@@ -391,7 +391,7 @@ func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int6
 	}
 	return query(ctx, e.conn(), func(r scanner) (*driver.DeviceAttempt, error) {
 		a := &driver.DeviceAttempt{}
-		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.State, &a.Submissions, &a.Ambiguous,
+		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
 			&a.ProviderID, &a.Error, nullTimeCol{&a.FirstSentAt}, nullTimeCol{&a.LastSentAt}, timeCol{&a.UpdatedAt})
 		return a, err
 	}, q.Get("DeviceAttemptListByDeliveries"), sql.Named("delivery_ids", list))
@@ -436,6 +436,7 @@ type attemptUpsert struct {
 	DeliveryID  int64  `json:"delivery_id"`
 	DeviceID    int64  `json:"device_id"`
 	Transport   string `json:"transport"`
+	TokenKey    string `json:"token_key"`
 	State       string `json:"state"`
 	Submissions int    `json:"submissions"`
 	Ambiguous   int    `json:"ambiguous"`
@@ -450,7 +451,7 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 	rows := make([]attemptUpsert, len(p.Rows))
 	for i, r := range p.Rows {
 		rows[i] = attemptUpsert{
-			DeliveryID: r.DeliveryID, DeviceID: r.DeviceID, Transport: r.Transport, State: r.State,
+			DeliveryID: r.DeliveryID, DeviceID: r.DeviceID, Transport: r.Transport, TokenKey: r.TokenKey, State: r.State,
 			Submissions: r.SubmissionsDelta, Ambiguous: r.AmbiguousDelta, ProviderID: r.ProviderID, Error: r.Error,
 		}
 	}
@@ -462,6 +463,32 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 		_, err := db.ExecContext(ctx, q.Get("DeviceAttemptUpsertMany"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
 		return err
+	})
+}
+
+// attemptKey is one element of DeviceAttemptMarkSending's @pairs.
+type attemptKey struct {
+	DeliveryID int64  `json:"delivery_id"`
+	DeviceID   int64  `json:"device_id"`
+	Transport  string `json:"transport"`
+	TokenKey   string `json:"token_key"`
+}
+
+func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+	if len(p.Pairs) == 0 {
+		return nil, nil
+	}
+	ks := make([]attemptKey, len(p.Pairs))
+	for i, k := range p.Pairs {
+		ks[i] = attemptKey{DeliveryID: k.DeliveryID, DeviceID: k.DeviceID, Transport: k.Transport, TokenKey: k.TokenKey}
+	}
+	list, err := jsonList(ks)
+	if err != nil {
+		return nil, err
+	}
+	return written(ctx, e, func(db dbtx) ([]int64, error) {
+		return query(ctx, db, scanInt64, q.Get("DeviceAttemptMarkSending"), sql.Named("now", nowMicros(p.Now)),
+			sql.Named("lease_id", p.LeaseID), sql.Named("min_left_us", durMicros(p.MinLeaseLeft)), sql.Named("pairs", list))
 	})
 }
 

@@ -76,7 +76,7 @@ WHERE d.recipient IN (SELECT value FROM json_each(@recipients))
 ORDER BY d.recipient, d.id;
 
 -- name: DeviceAttemptListByDeliveries :many
-SELECT delivery_id, device_id, transport, state, submissions, ambiguous, provider_id, error,
+SELECT delivery_id, device_id, transport, token_key, state, submissions, ambiguous, provider_id, error,
        first_sent_at, last_sent_at, updated_at
 FROM oncepush_device_attempt
 WHERE delivery_id IN (SELECT value FROM json_each(@delivery_ids))
@@ -107,20 +107,21 @@ WHERE oncepush_delivery.id = u.id
 RETURNING id;
 
 -- name: DeviceAttemptUpsertMany :exec
--- @rows: [{"delivery_id", "device_id", "transport", "state", "submissions",
--- "ambiguous", "provider_id", "error"}, …].
-INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, state, submissions,
+-- @rows: [{"delivery_id", "device_id", "transport", "token_key", "state",
+-- "submissions", "ambiguous", "provider_id", "error"}, …]. A pair is
+-- (delivery, transport, token key): a re-registered token is the same pair.
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
                                           ambiguous, provider_id, error, first_sent_at,
                                           last_sent_at, updated_at)
 SELECT u.value ->> '$.delivery_id', u.value ->> '$.device_id', u.value ->> '$.transport',
-       u.value ->> '$.state', u.value ->> '$.submissions', u.value ->> '$.ambiguous',
-       u.value ->> '$.provider_id', u.value ->> '$.error',
+       u.value ->> '$.token_key', u.value ->> '$.state', u.value ->> '$.submissions',
+       u.value ->> '$.ambiguous', u.value ->> '$.provider_id', u.value ->> '$.error',
        CASE WHEN u.value ->> '$.state' = 'sending' THEN @now END,
        CASE WHEN u.value ->> '$.state' = 'sending' THEN @now END,
        @now
 FROM json_each(@rows) AS u
 WHERE true
-ON CONFLICT (delivery_id, device_id) DO UPDATE
+ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
 SET state         = excluded.state,
     submissions   = a.submissions + excluded.submissions,
     ambiguous     = a.ambiguous + excluded.ambiguous,
@@ -131,6 +132,30 @@ SET state         = excluded.state,
     last_sent_at  = CASE WHEN a.submissions + excluded.submissions <= 0 THEN NULL
                          ELSE coalesce(excluded.last_sent_at, a.last_sent_at) END,
     updated_at    = excluded.updated_at;
+
+-- name: DeviceAttemptMarkSending :many
+-- Marks pairs sending just before their provider calls, only for deliveries
+-- still leased to @lease_id with at least @min_left_us of lease left; the
+-- write lock keeps a recovering claim out between the check and the mark.
+-- @pairs: [{"delivery_id", "device_id", "transport", "token_key"}, …].
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
+                                          ambiguous, provider_id, error, first_sent_at,
+                                          last_sent_at, updated_at)
+SELECT u.value ->> '$.delivery_id', u.value ->> '$.device_id', u.value ->> '$.transport',
+       u.value ->> '$.token_key', 'sending', 1, 0, '', '', @now, @now, @now
+FROM json_each(@pairs) AS u
+     JOIN oncepush_delivery d ON d.id = u.value ->> '$.delivery_id'
+WHERE d.lease_id = @lease_id
+  AND d.status = 'pending'
+  AND d.next_attempt_at >= @now + @min_left_us
+ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
+SET state         = 'sending',
+    device_id     = excluded.device_id,
+    submissions   = a.submissions + 1,
+    first_sent_at = coalesce(a.first_sent_at, excluded.first_sent_at),
+    last_sent_at  = excluded.last_sent_at,
+    updated_at    = excluded.updated_at
+RETURNING delivery_id;
 
 -- name: DeviceDeleteMany :execrows
 -- Matches (id, recipient, token): a token that moved to a new owner has a new id.

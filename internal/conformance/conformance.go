@@ -85,6 +85,14 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ServerPreferences", testPreferences[TTx]},
 		{"RecordedRequests", testRecordedRequests[TTx]},
 		{"ServerMessageReads", testMessageReads[TTx]},
+		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},
+		{"AcceptedDeviceEndsDeliverySent", testAcceptedEndsSent[TTx]},
+		{"ObserverPanicKeepsOutcome", testObserverPanicKeepsOutcome[TTx]},
+		{"PausedRunStartsNothingLate", testPausedRunStartsNothingLate[TTx]},
+		{"KilledRunLeavesOnlyInFlightAmbiguous", testKilledRunLeavesOnlyInFlightAmbiguous[TTx]},
+		{"ReRegisteredTokenIsTheSamePair", testReRegisteredTokenSamePair[TTx]},
+		{"RecordOutlastsSlowDatabase", testRecordOutlastsSlowDatabase[TTx]},
+		{"StopDuringClaimReleasesBatch", testStopDuringClaimReleasesBatch[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

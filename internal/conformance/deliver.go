@@ -560,28 +560,33 @@ func testEligibilityFailingQuery[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// testRunBudget: the budget is checked before each send, on the engine's
+// clock. Each send here takes 100 ms of that clock (the provider moves it), so
+// a 300 ms budget admits exactly three, however fast or slow the machine is.
 func testRunBudget[TTx any](t *testing.T, h Harness[TTx]) {
+	var clock *pushtest.Clock
 	b := setup(t, h, func(c *oncepush.Config) {
 		c.RunBudget = 300 * time.Millisecond
 		c.ConcurrentSends = 1
 	})
+	clock = b.clock
 	const n = 40
 	var names []string
 	for i := range n {
 		names = append(names, fmt.Sprintf("r%02d", i))
 		b.register(names[i], oncepush.TransportFCM)
 	}
+	res := b.send(names, msg("slow"), nil)
 	b.fcm.Answer(func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-		time.Sleep(30 * time.Millisecond)
+		clock.Advance(100 * time.Millisecond)
 		return oncepush.Accepted("slow")
 	})
-	res := b.send(names, msg("slow"), nil)
 	st, err := b.client.RunOnce(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.BudgetSpent || st.Submitted == 0 || st.Submitted >= n || st.Submitted+st.Released != n {
-		t.Fatalf("run stats %+v: want the budget to end the run part way", st)
+	if !st.BudgetSpent || st.Submitted != 3 || st.Submitted+st.Released != n {
+		t.Fatalf("run stats %+v: want the budget to end the run after 3 sends", st)
 	}
 	if got := b.fcm.Count(); got != st.Submitted {
 		t.Fatalf("provider got %d, run says it submitted %d", got, st.Submitted)

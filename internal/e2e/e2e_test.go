@@ -124,7 +124,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 		}
 	}
 	apnsReq := e.fake.RequestsFor(oncepush.TransportAPNs)[0]
-	if want := oncepush.SubmissionID(d.ID, devs[oncepush.TransportAPNs].ID); apnsReq.APNsID != want {
+	if want := oncepush.SubmissionID(d.ID, oncepush.TransportAPNs, string(devs[oncepush.TransportAPNs].Token)); apnsReq.APNsID != want {
 		t.Errorf("apns-id %q, want the submission id %q", apnsReq.APNsID, want)
 	}
 	web := e.fake.RequestsFor(oncepush.TransportWebPush)[0]

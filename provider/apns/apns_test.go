@@ -87,7 +87,7 @@ func submission(i int) *oncepush.Submission {
 	return &oncepush.Submission{
 		NotificationID: id,
 		CollapseID:     id,
-		SubmissionID:   oncepush.SubmissionID(int64(1000+i), int64(i)),
+		SubmissionID:   oncepush.SubmissionID(int64(1000+i), oncepush.TransportAPNs, strconv.Itoa(i)),
 		DeliveryID:     int64(1000 + i),
 		Device: oncepush.Device{
 			ID: int64(i), Recipient: "u_8831", Transport: oncepush.TransportAPNs,

@@ -35,7 +35,7 @@ func ExampleNew() {
 	defer p.Close()
 
 	res := p.Send(context.Background(), &oncepush.Submission{
-		SubmissionID: oncepush.SubmissionID(1, 1),
+		SubmissionID: oncepush.SubmissionID(1, oncepush.TransportAPNs, "1"),
 		Device: oncepush.Device{
 			Transport: oncepush.TransportAPNs,
 			Token:     "8f1d0e6a1c3b5d7f9e2a4c6e8b0d2f4a6c8e0a2b4d6f8a0c2e4a6b8d0f2a4c6e",
@@ -43,6 +43,6 @@ func ExampleNew() {
 		Title: "Your order shipped",
 		Data:  map[string]string{"oncepush_id": "0123456789abcdef0123456789abcdef"},
 	})
-	fmt.Println(res.Outcome, res.ProviderID == oncepush.SubmissionID(1, 1))
+	fmt.Println(res.Outcome, res.ProviderID == oncepush.SubmissionID(1, oncepush.TransportAPNs, "1"))
 	// Output: accepted true
 }

@@ -1,0 +1,413 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// Tests of promises an adversary broke once: each names the way it broke.
+
+// testEligibilityHostileText: a rule whose error (or panic) text holds a NUL
+// byte and invalid UTF-8 — text PostgreSQL refuses — must back off only its
+// own message; the claim must still lease, and messages behind it go out.
+func testEligibilityHostileText[TTx any](t *testing.T, h Harness[TTx]) {
+	elig := func(_ context.Context, n oncepush.Notice, _ []string) (map[string]oncepush.Decision, error) {
+		switch n.Type {
+		case "bad":
+			return nil, errors.New("rule broke on \x00 byte and \xff\xfe")
+		case "panic":
+			panic("rule panicked with \x00 and \xc3")
+		}
+		return nil, nil
+	}
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
+	b.register("bad", oncepush.TransportFCM)
+	b.register("panic", oncepush.TransportFCM)
+	b.register("good", oncepush.TransportFCM)
+	// Oldest first: the hostile messages are claimed before the good one.
+	b.send([]string{"bad"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
+	b.send([]string{"panic"}, oncepush.Message{Type: "panic", Title: "panic"}, nil)
+	b.send([]string{"good"}, oncepush.Message{Type: "good", Title: "good"}, nil)
+	if _, err := b.client.Drain(b.ctx); err != nil {
+		t.Fatalf("a rule's hostile text failed the run: %v", err)
+	}
+	wantStatus(t, b.only("good"), oncepush.StatusSent)
+	for _, r := range []string{"bad", "panic"} {
+		d := b.only(r)
+		wantStatus(t, d, oncepush.StatusPending)
+		if d.Attempts != 1 || !strings.Contains(d.LastError, "eligibility") {
+			t.Fatalf("%s: attempts %d, last error %q; want one counted retry naming eligibility", r, d.Attempts, d.LastError)
+		}
+		if !utf8.ValidString(d.LastError) || strings.ContainsRune(d.LastError, 0) {
+			t.Fatalf("%s: recorded text is not storable as it came: %q", r, d.LastError)
+		}
+		if !d.NextAttemptAt.After(b.clock.Now()) {
+			t.Fatalf("%s: due again at once (%s): it would be claimed first again", r, d.NextAttemptAt)
+		}
+	}
+}
+
+// testAcceptedEndsSent: once one device accepted, every way a delivery can
+// end must end it sent — expiry, a skip, a delay past the lifetime, attempts
+// exhausted.
+func testAcceptedEndsSent[TTx any](t *testing.T, h Harness[TTx]) {
+	var skip atomic.Bool
+	elig := func(_ context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
+		out := map[string]oncepush.Decision{}
+		if !skip.Load() {
+			return out, nil
+		}
+		for _, r := range recipients {
+			switch r {
+			case "skip":
+				out[r] = oncepush.DecisionSkip
+			case "late":
+				out[r] = oncepush.DelayUntil(n.ExpiresAt.Add(time.Hour))
+			}
+		}
+		return out, nil
+	}
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
+	names := []string{"expire", "skip", "late"}
+	for _, r := range names {
+		b.register(r, oncepush.TransportFCM, oncepush.TransportAPNs)
+	}
+	b.apns.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 ServiceUnavailable"})
+	b.send([]string{"skip", "late"}, msg("one"), &oncepush.SendOptions{Lifetime: 2 * time.Hour})
+	b.send([]string{"expire"}, msg("two"), &oncepush.SendOptions{Lifetime: 10 * time.Minute})
+	b.drain()
+	for _, r := range names {
+		d := b.only(r)
+		wantStatus(t, d, oncepush.StatusPending) // FCM accepted, APNs retries
+	}
+
+	skip.Store(true)
+	b.clock.Advance(11 * time.Minute) // "expire" is past its lifetime; the others are due
+	b.drain()
+	for _, r := range names {
+		wantStatus(t, b.only(r), oncepush.StatusSent)
+	}
+	if n := b.fcm.Count(); n != 3 {
+		t.Fatalf("FCM got %d submissions, want 3 (one per accepted device)", n)
+	}
+}
+
+// testObserverPanicKeepsOutcome: an Observer that panics must not turn an
+// accepted answer into a resend, nor stop the run.
+func testObserverPanicKeepsOutcome[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.Observer = panickyObserver{} })
+	b.register("r1", oncepush.TransportFCM)
+	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("watched"), nil); err != nil {
+		t.Fatalf("Send with a panicking observer: %v", err)
+	}
+	if _, err := b.client.Drain(b.ctx); err != nil {
+		t.Fatalf("Drain with a panicking observer: %v", err)
+	}
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusSent)
+	if len(d.Devices) != 1 || d.Devices[0].State != oncepush.AttemptAccepted || d.Devices[0].Submissions != 1 {
+		t.Fatalf("ledger %+v: want one accepted submission", d.Devices)
+	}
+	b.clock.Advance(time.Hour)
+	b.drain()
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("%d submissions: the observer's panic made the engine send again", n)
+	}
+}
+
+type panickyObserver struct{ oncepush.NopObserver }
+
+func (panickyObserver) Queued(int, int) { panic("observer: queued") }
+func (panickyObserver) Submitted(oncepush.Transport, oncepush.Outcome, time.Duration) {
+	panic("observer: submitted")
+}
+func (panickyObserver) Finished(oncepush.DeliveryStatus) { panic("observer: finished") }
+
+// testPausedRunStartsNothingLate: a run frozen for longer than its lease
+// (SIGSTOP, a starved machine) must start no send when it wakes: not the
+// pairs still queued behind the frozen send, and not a pair whose provider
+// was about to write when the freeze began.
+func testPausedRunStartsNothingLate[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
+	lease := b.client.Config().Lease
+	names := []string{"r1", "r2", "r3"}
+	for _, r := range names {
+		b.register(r, oncepush.TransportFCM)
+	}
+	b.send(names, msg("frozen"), nil)
+	var calls atomic.Int32
+	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
+		if calls.Add(1) == 1 {
+			b.clock.Advance(lease + time.Second) // frozen while the first request was out
+		}
+		return oncepush.Accepted("ok")
+	})
+	st, err := b.client.RunOnce(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.fcm.Count(); n != 1 || st.Submitted != 1 || st.Released != 2 {
+		t.Fatalf("%d submissions, stats %+v: a run that woke past its lease kept sending", n, st)
+	}
+	for _, d := range b.deliveries("r2") {
+		for _, a := range d.Devices {
+			if a.Submissions != 0 {
+				t.Fatalf("released pair counted as submitted: %+v", a)
+			}
+		}
+	}
+	b.drain()
+	if n := b.fcm.Count(); n != 3 {
+		t.Fatalf("%d submissions after the next run, want each pair exactly once (3)", n)
+	}
+
+	// Frozen between the engine's check and the provider's write: the provider
+	// asks CheckStart at its last instant, as the HTTP providers do.
+	b.register("r4", oncepush.TransportFCM)
+	b.send([]string{"r4"}, msg("frozen at the write"), nil)
+	b.fcm.Answer(func(ctx context.Context, _ *oncepush.Submission) oncepush.Result {
+		b.clock.Advance(lease + time.Second)
+		if err := oncepush.CheckStart(ctx); err != nil {
+			return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "not started: " + err.Error()}
+		}
+		return oncepush.Accepted("late")
+	})
+	st, err = b.client.RunOnce(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Submitted != 0 || st.Released != 1 {
+		t.Fatalf("stats %+v: a send refused at the write must count as released", st)
+	}
+	d := b.only("r4")
+	wantStatus(t, d, oncepush.StatusPending)
+	if d.Attempts != 0 || len(d.Devices) != 1 || d.Devices[0].Submissions != 0 || d.Devices[0].State != oncepush.AttemptPending {
+		t.Fatalf("refused send left %+v (attempts %d): the ledger must not count it", d.Devices, d.Attempts)
+	}
+}
+
+// testKilledRunLeavesOnlyInFlightAmbiguous: under at-most-once, a run that
+// dies with part of its batch in flight leaves exactly the in-flight pairs
+// ambiguous; the next run sends the rest, and the ledger's submissions equal
+// the requests the providers received.
+func testKilledRunLeavesOnlyInFlightAmbiguous[TTx any](t *testing.T, h Harness[TTx]) {
+	const n, window = 20, 4
+	b := setup(t, h, func(c *oncepush.Config) { c.ConcurrentSends = window })
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("r%02d", i))
+		b.register(names[i], oncepush.TransportFCM)
+	}
+	res := b.send(names, msg("once"), &oncepush.SendOptions{Ambiguity: oncepush.AmbiguityAtMostOnce})
+
+	release := b.fcm.Hold() // run A's sends never answer while it is "dead"
+	doneA := make(chan struct{})
+	go func() {
+		defer close(doneA)
+		_, _ = b.client.Drain(context.WithoutCancel(b.ctx))
+	}()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if !b.fcm.WaitCount(ctx, window) {
+		t.Fatal("run A never filled its window")
+	}
+
+	fcmB := pushtest.NewProvider(oncepush.TransportFCM)
+	clientB := b.newClient(b.db.Driver(t, 0), func(c *oncepush.Config) { c.Providers = []oncepush.Provider{fcmB} })
+	b.clock.Advance(clientB.Config().Lease + time.Second)
+	drain(t, clientB)
+	release()
+	<-doneA
+
+	if got := b.fcm.Count(); got != window {
+		t.Fatalf("run A submitted %d, want its window of %d", got, window)
+	}
+	if got := fcmB.Count(); got != n-window {
+		t.Fatalf("run B submitted %d, want the %d pairs run A never sent", got, n-window)
+	}
+	ds, err := b.client.MessageDeliveries(b.ctx, res.MessageID, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ambiguous, submissions := 0, 0
+	for _, d := range ds {
+		if d.Status == oncepush.StatusAmbiguous {
+			ambiguous++
+		}
+		for _, a := range d.Devices {
+			submissions += a.Submissions
+		}
+	}
+	if ambiguous != window {
+		t.Fatalf("%d deliveries ambiguous, want only the %d in flight when run A died", ambiguous, window)
+	}
+	if received := b.fcm.Count() + fcmB.Count(); submissions != received {
+		t.Fatalf("ledger counts %d submissions, providers received %d", submissions, received)
+	}
+}
+
+// testReRegisteredTokenSamePair: whether a (notification, device) was
+// submitted is decided by the token, so unregistering and registering the
+// same token again (logout, login) neither reopens an at-most-once pair nor
+// gives a resend a new apns-id.
+func testReRegisteredTokenSamePair[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	devs := b.register("once", oncepush.TransportFCM, oncepush.TransportAPNs)
+	fcmDev, apnsDev := devs[0], devs[1]
+	resendDev := b.register("resend", oncepush.TransportAPNs)[0]
+	lost := oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: timeout"}
+	b.fcm.AnswerAll(lost)
+	var apnsCalls atomic.Int32
+	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
+		if s.Device.Recipient == "resend" && apnsCalls.Add(1) > 1 {
+			return oncepush.Accepted("second")
+		}
+		if s.Device.Recipient == "resend" {
+			return lost
+		}
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 ServiceUnavailable"}
+	})
+	b.send([]string{"once"}, msg("once"), &oncepush.SendOptions{Ambiguity: oncepush.AmbiguityAtMostOnce})
+	b.send([]string{"resend"}, msg("resend"), nil)
+	b.drain()
+	first := b.apns.Submissions()
+	var firstResend oncepush.Submission
+	for _, s := range first {
+		if s.Device.Recipient == "resend" {
+			firstResend = s
+		}
+	}
+
+	// Logout and login: the same tokens, new registrations (new ids).
+	for _, d := range []*oncepush.Device{fcmDev, apnsDev, resendDev} {
+		if err := b.client.UnregisterDevice(b.ctx, d.Recipient, d.Transport, d.Token); err != nil {
+			t.Fatal(err)
+		}
+		again, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: d.Recipient, Transport: d.Transport, Token: d.Token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.ID == d.ID {
+			t.Fatalf("re-registration kept id %d; the test needs a new row", d.ID)
+		}
+	}
+	b.fcm.Answer(nil)
+	b.clock.Advance(2 * time.Hour)
+	b.drain()
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("at-most-once pair submitted %d times after its token registered again, want 1", n)
+	}
+	var resends []oncepush.Submission
+	for _, s := range b.apns.Submissions() {
+		if s.Device.Recipient == "resend" {
+			resends = append(resends, s)
+		}
+	}
+	if len(resends) != 2 || resends[1].SubmissionID != firstResend.SubmissionID || !resends[1].Resend {
+		t.Fatalf("resend after re-registration: %d submissions, apns-id %q then %q (resend %v); want the same id",
+			len(resends), firstResend.SubmissionID, resends[len(resends)-1].SubmissionID, resends[len(resends)-1].Resend)
+	}
+	wantStatus(t, b.only("resend"), oncepush.StatusSent)
+}
+
+// flakyDriver fails InTx while fail is positive: a database too slow to
+// answer in time, as seen on a loaded machine.
+type flakyDriver[TTx any] struct {
+	driver.Driver[TTx]
+	fail atomic.Int32
+}
+
+func (f *flakyDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	if f.fail.Add(-1) >= 0 {
+		return errors.New("injected: the database did not answer in time")
+	}
+	return f.Driver.InTx(ctx, fn)
+}
+
+// testRecordOutlastsSlowDatabase: a record that fails several times in a row
+// (a slow, loaded machine) must keep trying while the lease holds, not give up
+// and leave a submitted batch to be resent when the lease ends.
+func testRecordOutlastsSlowDatabase[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	b.register("r1", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("recorded"), nil)
+	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
+		flaky.fail.Store(8) // the record's next eight tries fail
+		return oncepush.Accepted("ok")
+	})
+	if _, err := client.Drain(b.ctx); err != nil {
+		t.Fatalf("the record gave up: %v", err)
+	}
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusSent)
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("%d submissions, want 1", n)
+	}
+}
+
+// ctxDriver remembers whether a claim's context was cancelled while its
+// transaction ran.
+type ctxDriver[TTx any] struct {
+	driver.Driver[TTx]
+	stop      context.CancelFunc
+	cancelled atomic.Bool
+}
+
+func (d *ctxDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	return d.Driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
+		err := fn(ctx, tx, ex)
+		if d.stop != nil {
+			d.stop() // the stop arrives just before COMMIT
+			d.stop = nil
+			d.cancelled.Store(ctx.Err() != nil)
+		}
+		return err
+	})
+}
+
+// testStopDuringClaimReleasesBatch: a stop that arrives while the claim's
+// transaction runs must not cancel it (a cancel racing COMMIT can leave rows
+// leased to a run that thinks it failed, for a whole lease); the run starts
+// nothing and gives the batch back at once.
+func testStopDuringClaimReleasesBatch[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	ctx, stop := context.WithCancel(b.ctx)
+	cd := &ctxDriver[TTx]{Driver: b.db.Driver(t, 0), stop: stop}
+	client := b.newClient(cd, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	b.register("r1", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("stopped"), nil)
+	if _, err := client.Drain(ctx); err != nil {
+		t.Fatalf("a stop during the claim failed the run: %v", err)
+	}
+	if cd.cancelled.Load() {
+		t.Fatal("the stop cancelled the claim transaction before its commit")
+	}
+	if n := b.fcm.Count(); n != 0 {
+		t.Fatalf("%d sends started after the stop", n)
+	}
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusPending)
+	got, err := b.client.Delivery(b.ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NextAttemptAt.After(b.clock.Now()) || got.Attempts != 0 {
+		t.Fatalf("after the stop the delivery is due %s (now %s), attempts %d: not given back", got.NextAttemptAt, b.clock.Now(), got.Attempts)
+	}
+	drain(t, b.client)
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("%d submissions, want 1", n)
+	}
+}

@@ -1,0 +1,205 @@
+package oncepush
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// markTimeout bounds one statement that marks a wave sending.
+const markTimeout = 30 * time.Second
+
+// sendBatch submits the batch's pairs holding no database connection, at most
+// ConcurrentSends in flight per transport. Pairs are marked sending in waves,
+// each just before its sends start and no larger than the free part of the
+// in-flight window: a run that dies or stalls leaves ambiguous at most the
+// pairs that were in flight. Refills wait until half a window is free (or the
+// transport's whole queue fits), so a batch costs a handful of statements.
+//
+// No send starts once the run's budget is spent, the lease could have
+// expired, a stop arrived, or the transport is throttled; those pairs are left
+// for the record to release.
+func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, deadline time.Time) {
+	startBy := b.claimedAt.Add(c.cfg.Lease - c.minLeaseLeft())
+	if deadline.Before(startBy) {
+		startBy = deadline
+	}
+	sendEnd := b.claimedAt.Add(c.cfg.Lease - c.leaseReserve())
+	window := c.cfg.ConcurrentSends
+	refill := (window + 1) / 2
+
+	done := make(chan *pair, len(b.pairs))
+	inflight := map[Transport]int{}
+	total := 0
+	queue := b.pairs
+	queued := func(t Transport) int {
+		n := 0
+		for _, p := range queue {
+			if p.dev.Transport == t {
+				n++
+			}
+		}
+		return n
+	}
+	finish := func(p *pair) {
+		inflight[p.dev.Transport]--
+		total--
+	}
+
+	for len(queue) > 0 && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
+		// Wait for room unless some transport can take a worthwhile wave.
+		room := false
+		for _, p := range queue {
+			t := p.dev.Transport
+			if free := window - inflight[t]; free > 0 && (free >= refill || free >= queued(t)) {
+				room = true
+				break
+			}
+		}
+		if !room && total > 0 {
+			select {
+			case p := <-done:
+				finish(p)
+			case <-claimCtx.Done():
+			}
+			continue
+		}
+
+		var wave, rest []*pair
+		take := map[Transport]int{}
+		for _, p := range queue {
+			t := p.dev.Transport
+			if wait := c.throttled(t); wait > 0 {
+				p.releaseWait = wait // left unsent; due again after the throttle
+				continue
+			}
+			if inflight[t]+take[t] < window {
+				take[t]++
+				wave = append(wave, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		queue = rest
+		if len(wave) == 0 {
+			continue
+		}
+		owned, err := c.markSending(claimCtx, b, wave)
+		if err != nil {
+			c.log.Error("marking pairs sending failed; the rest of the batch is released",
+				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(wave)), slog.Any("error", err))
+			break
+		}
+		for _, p := range wave {
+			if !owned[p.d.row.ID] {
+				continue // the lease is lost or nearly spent: not ours to send
+			}
+			p.marked = true
+			if claimCtx.Err() != nil {
+				continue // stopped after the mark: the record gives it back
+			}
+			inflight[p.dev.Transport]++
+			total++
+			go func() {
+				c.submit(sendCtx, p, startBy, sendEnd)
+				done <- p
+			}()
+		}
+	}
+	for total > 0 {
+		finish(<-done)
+	}
+}
+
+// markSending marks a wave's pairs sending in one statement and returns the
+// deliveries whose pairs it marked. The statement is not cancelled by a stop
+// (a cancel racing its commit would leave the caller unsure what it counted).
+func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (map[int64]bool, error) {
+	keys := make([]driver.DeviceAttemptKey, len(wave))
+	for i, p := range wave {
+		keys[i] = driver.DeviceAttemptKey{DeliveryID: p.d.row.ID, DeviceID: p.dev.ID, Transport: string(p.dev.Transport), TokenKey: p.tokenKey}
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	ids, err := c.exec().DeviceAttemptMarkSending(tctx, &driver.DeviceAttemptMarkSendingParams{
+		Now: c.now(), LeaseID: b.leaseID, MinLeaseLeft: c.minLeaseLeft(), Pairs: keys,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: mark sending: %w", err)
+	}
+	owned := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		owned[id] = true
+	}
+	return owned, nil
+}
+
+// submit makes one provider call. It checks, immediately before calling, that
+// the send may still start — the process may have been stopped or starved
+// since the wave was marked — and hands the same check to the provider
+// (CheckStart) for the instant before it writes. The call ends by sendEnd at
+// the latest, so its answer can be recorded while the lease holds.
+func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.Time) {
+	mayStart := func() error {
+		if !c.clockNow().Before(startBy) {
+			return ErrLateStart
+		}
+		return nil
+	}
+	if mayStart() != nil {
+		return
+	}
+	timeout := min(c.cfg.SendTimeout, sendEnd.Sub(c.clockNow()))
+	ctx, cancel := context.WithTimeout(withStartCheck(ctx, mayStart), timeout)
+	defer cancel()
+	p.started = true
+	start := time.Now()
+	res := c.callProvider(ctx, p)
+	if res.Outcome < OutcomeAccepted || res.Outcome > OutcomeMaybeSent {
+		res = Result{Outcome: OutcomeMaybeSent, Text: fmt.Sprintf("provider returned no valid outcome (%d): %s", res.Outcome, res.Text)}
+	}
+	if res.Outcome != OutcomeRetry {
+		res.Unsent = false // only a retry can claim the request never left
+	}
+	p.res = res
+	if res.Unsent && mayStart() != nil {
+		p.late = true // refused by CheckStart: never started, as far as anyone can tell
+		return
+	}
+	c.obs.Submitted(p.dev.Transport, res.Outcome, time.Since(start))
+	if res.Outcome == OutcomeMaybeSent {
+		c.obs.Ambiguous(p.dev.Transport, false)
+	}
+	if res.Throttle && res.RetryAfter > 0 {
+		c.setThrottle(p.dev.Transport, res.RetryAfter)
+	}
+}
+
+// callProvider calls the provider, turning a panic of its code into a
+// maybe-sent answer: it may have written the request before panicking.
+func (c *clientCore) callProvider(ctx context.Context, p *pair) (res Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = Result{Outcome: OutcomeMaybeSent, Text: fmt.Sprintf("provider panicked: %v", r)}
+		}
+	}()
+	return c.providers[p.dev.Transport].Send(ctx, &p.sub)
+}
+
+func (c *clientCore) throttled(t Transport) time.Duration {
+	c.throttleMu.Lock()
+	defer c.throttleMu.Unlock()
+	return time.Until(c.throttle[t])
+}
+
+func (c *clientCore) setThrottle(t Transport, d time.Duration) {
+	c.throttleMu.Lock()
+	defer c.throttleMu.Unlock()
+	if until := time.Now().Add(d); until.After(c.throttle[t]) {
+		c.throttle[t] = until
+		c.log.Warn("provider asked everyone to slow down; pausing its sends", slog.String("transport", string(t)), slog.Duration("for", d))
+	}
+}
