@@ -22,7 +22,6 @@ type CleanupStats struct {
 	Ran        bool
 	Deliveries int // finished deliveries past retention deleted (their dedup keys freed)
 	Messages   int // messages left without deliveries deleted
-	Sessions   int // revoked sessions forgotten
 	// Idempotency counts the server's idempotency records past retention deleted.
 	Idempotency int
 	// Overdue counts pending deliveries due for longer than a lease: workers are
@@ -56,7 +55,6 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 		// A message is written with its deliveries in one transaction, so an
 		// orphan is old by construction; the age only keeps the scan short.
 		{"messages", ex.MessageDeleteOrphans, time.Minute, &st.Messages},
-		{"sessions", ex.SessionDeleteRevoked, c.cfg.Retention, &st.Sessions},
 		{"idempotency records", ex.IdempotencyDeleteOld, c.cfg.Retention, &st.Idempotency},
 	}
 	for _, s := range steps {
@@ -81,7 +79,7 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 		c.wake()
 	}
 	c.log.DebugContext(ctx, "cleanup done", slog.Int("deliveries", st.Deliveries), slog.Int("messages", st.Messages),
-		slog.Int("sessions", st.Sessions), slog.Int("overdue", st.Overdue))
+		slog.Int("overdue", st.Overdue))
 	return st, nil
 }
 

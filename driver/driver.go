@@ -181,7 +181,9 @@ type Executor interface {
 	DeviceUnregister(ctx context.Context, p *DeviceUnregisterParams) (int, error)
 	// DeviceListByRecipient returns a recipient's devices, newest registration first.
 	DeviceListByRecipient(ctx context.Context, recipient string) ([]*Device, error)
-	// SessionRevoke records the session as revoked and deletes its devices.
+	// SessionRevoke records the session as revoked, for good, and deletes its
+	// devices, including those of registrations that were still uncommitted
+	// when it began (it waits for them; SQLite's single writer does so anyway).
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
 	// RecipientDelete deletes a recipient's devices, deliveries (with their
 	// ledger) and preferences.
@@ -210,8 +212,6 @@ type Executor interface {
 	// MessageDeleteOrphans deletes up to Limit messages with no delivery left that
 	// were created before now-Age.
 	MessageDeleteOrphans(ctx context.Context, p *CleanupParams) (int, error)
-	// SessionDeleteRevoked forgets up to Limit sessions revoked before now-Age.
-	SessionDeleteRevoked(ctx context.Context, p *CleanupParams) (int, error)
 	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
 	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
 	// DeliveryDueStats reports the number of due pending deliveries and the age of the oldest.

@@ -234,6 +234,11 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 	var dev *driver.Device
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		if p.Session != "" {
+			// Shared with other registrations, exclusive with a revocation:
+			// a revocation waits for this transaction, so it sees this row.
+			if _, err := tx.Exec(ctx, q.Get("SessionLockShared"), named{"session": p.Session}); err != nil {
+				return err
+			}
 			var revoked bool
 			if err := tx.QueryRow(ctx, q.Get("SessionIsRevoked"), named{"session": p.Session}).Scan(&revoked); err != nil {
 				return err
@@ -302,6 +307,12 @@ func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) 
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
 	var deleted int
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		// Waits for registrations of the session still in flight, so the
+		// delete below sees their rows (READ COMMITTED: a statement after the
+		// lock sees what committed before it).
+		if _, err := tx.Exec(ctx, q.Get("SessionLock"), named{"session": session}); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, q.Get("SessionRevoke"), named{"session": session, "now": now}); err != nil {
 			return err
 		}
@@ -423,10 +434,6 @@ func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.Cleanup
 
 func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
 	return e.cleanup(ctx, "MessageDeleteOrphans", p)
-}
-
-func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "SessionDeleteRevoked", p)
 }
 
 func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {

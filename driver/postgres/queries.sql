@@ -176,6 +176,14 @@ WHERE d.id = u.id AND d.recipient = u.recipient AND d.token = u.token;
 -- name: DeliveryLeaseGetMany :many
 SELECT id, coalesce(lease_id, 0) FROM oncepush_delivery WHERE id = ANY (@ids::bigint[]);
 
+-- name: SessionLockShared :exec
+-- A registration under a session and that session's revocation exclude each
+-- other until commit; the key is per schema.
+SELECT pg_advisory_xact_lock_shared(hashtextextended(current_schema() || '.oncepush_session.' || @session, 0));
+
+-- name: SessionLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '.oncepush_session.' || @session, 0));
+
 -- name: SessionIsRevoked :one
 SELECT EXISTS (SELECT 1 FROM oncepush_revoked_session WHERE session = @session);
 
@@ -296,14 +304,6 @@ WITH old AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM oncepush_message m USING old WHERE m.id = old.id;
-
--- name: SessionDeleteRevoked :execrows
-WITH old AS MATERIALIZED (
-    SELECT session FROM oncepush_revoked_session
-    WHERE revoked_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
-    LIMIT @max
-)
-DELETE FROM oncepush_revoked_session s USING old WHERE s.session = old.session;
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 'epoch'::timestamptz)

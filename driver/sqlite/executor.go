@@ -686,10 +686,6 @@ func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupPa
 	return e.cleanup(ctx, "MessageDeleteOrphans", p)
 }
 
-func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "SessionDeleteRevoked", p)
-}
-
 func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
 	var n int
 	var oldest time.Time

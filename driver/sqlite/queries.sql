@@ -284,12 +284,6 @@ WHERE id IN (SELECT m.id FROM oncepush_message m
              ORDER BY m.created_at
              LIMIT @max);
 
--- name: SessionDeleteRevoked :execrows
-DELETE FROM oncepush_revoked_session
-WHERE session IN (SELECT session FROM oncepush_revoked_session
-                  WHERE revoked_at < @now - @age_us
-                  LIMIT @max);
-
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 0)
 FROM oncepush_delivery

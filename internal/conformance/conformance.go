@@ -93,6 +93,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ReRegisteredTokenIsTheSamePair", testReRegisteredTokenSamePair[TTx]},
 		{"RecordOutlastsSlowDatabase", testRecordOutlastsSlowDatabase[TTx]},
 		{"StopDuringClaimReleasesBatch", testStopDuringClaimReleasesBatch[TTx]},
+		{"RevocationOutlivesRetention", testRevocationOutlivesRetention[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

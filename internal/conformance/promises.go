@@ -411,3 +411,22 @@ func testStopDuringClaimReleasesBatch[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("%d submissions, want 1", n)
 	}
 }
+
+// testRevocationOutlivesRetention: a revoked session stays revoked. Cleanup
+// used to forget revocations after retention; a registration racing the
+// revocation (or an old app instance registering again with its stale
+// session) then started receiving pushes.
+func testRevocationOutlivesRetention[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	if err := b.client.RevokeSession(b.ctx, "sess-old"); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(b.client.Config().Retention + 24*time.Hour)
+	if _, err := b.client.Cleanup(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "r1", Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, "r1"), Session: "sess-old"})
+	if !errors.Is(err, oncepush.ErrSessionRevoked) {
+		t.Fatalf("registering under a session revoked long ago: %v, want ErrSessionRevoked", err)
+	}
+}
