@@ -94,6 +94,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RecordOutlastsSlowDatabase", testRecordOutlastsSlowDatabase[TTx]},
 		{"StopDuringClaimReleasesBatch", testStopDuringClaimReleasesBatch[TTx]},
 		{"RevocationOutlivesRetention", testRevocationOutlivesRetention[TTx]},
+		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

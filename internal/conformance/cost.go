@@ -1,0 +1,123 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+)
+
+// countingDriver counts the transactions and engine statements a run makes.
+type countingDriver[TTx any] struct {
+	driver.Driver[TTx]
+	n atomic.Int64
+}
+
+func (d *countingDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	d.n.Add(2) // BEGIN, COMMIT
+	return d.Driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
+		return fn(ctx, tx, &countingExec{Executor: ex, n: &d.n})
+	})
+}
+
+func (d *countingDriver[TTx]) Exec() driver.Executor {
+	return &countingExec{Executor: d.Driver.Exec(), n: &d.n}
+}
+
+// countingExec counts the statements of the delivery path; a method the run
+// calls that is not listed here passes through uncounted, so the list must
+// follow claim.go, submit.go and record.go.
+type countingExec struct {
+	driver.Executor
+	n *atomic.Int64
+}
+
+func (e *countingExec) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
+	e.n.Add(1)
+	return e.Executor.DeliveryClaim(ctx, p)
+}
+
+func (e *countingExec) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
+	e.n.Add(1)
+	return e.Executor.MessageGetMany(ctx, ids)
+}
+
+func (e *countingExec) DeviceListByRecipients(ctx context.Context, r []string) ([]*driver.Device, error) {
+	e.n.Add(1)
+	return e.Executor.DeviceListByRecipients(ctx, r)
+}
+
+func (e *countingExec) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
+	e.n.Add(1)
+	return e.Executor.DeviceAttemptListByDeliveries(ctx, ids)
+}
+
+func (e *countingExec) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+	if len(p.Updates) > 0 {
+		e.n.Add(1)
+	}
+	return e.Executor.DeliveryUpdateMany(ctx, p)
+}
+
+func (e *countingExec) DeviceAttemptUpsertMany(ctx context.Context, p *driver.DeviceAttemptUpsertManyParams) error {
+	if len(p.Rows) > 0 {
+		e.n.Add(1)
+	}
+	return e.Executor.DeviceAttemptUpsertMany(ctx, p)
+}
+
+func (e *countingExec) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+	if len(p.Pairs) > 0 {
+		e.n.Add(1)
+	}
+	return e.Executor.DeviceAttemptMarkSending(ctx, p)
+}
+
+func (e *countingExec) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
+	if len(keys) > 0 {
+		e.n.Add(1)
+	}
+	return e.Executor.DeviceDeleteMany(ctx, keys)
+}
+
+func (e *countingExec) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	e.n.Add(1)
+	return e.Executor.DeliveryLeaseGetMany(ctx, ids)
+}
+
+// testBatchCostIsFixed: a batch costs a fixed handful of statements whatever
+// its size — marking pairs sending in waves must not become a statement per
+// pair. 10 and 200 deliveries of two devices each, one batch each.
+func testBatchCostIsFixed[TTx any](t *testing.T, h Harness[TTx]) {
+	cost := func(n int) int64 {
+		b := setup(t, h, nil)
+		counted := &countingDriver[TTx]{Driver: b.db.Driver(t, 0)}
+		client := b.newClient(counted, func(c *oncepush.Config) {
+			c.Providers = []oncepush.Provider{b.fcm, b.apns}
+			c.BatchSize = n
+		})
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("r%03d", i))
+			b.register(names[i], oncepush.TransportFCM, oncepush.TransportAPNs)
+		}
+		b.send(names, msg("cost"), nil)
+		st, err := client.RunOnce(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Batches != 1 || st.Submitted != 2*n {
+			t.Fatalf("stats %+v, want one batch of %d submissions", st, 2*n)
+		}
+		// The run ends with an empty claim; count only the batch.
+		return counted.n.Load() - 3
+	}
+	small, large := cost(10), cost(200)
+	t.Logf("statements per batch: %d at 10 deliveries, %d at 200", small, large)
+	if large != small || large > 12 {
+		t.Fatalf("a batch costs %d statements at 10 deliveries and %d at 200; want the same handful (≤ 12)", small, large)
+	}
+}
