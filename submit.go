@@ -31,35 +31,36 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 	window := c.cfg.ConcurrentSends
 	refill := (window + 1) / 2
 
-	done := make(chan *pair, len(b.pairs))
-	inflight := map[Transport]int{}
-	total := 0
-	queue := b.pairs
-	queued := func(t Transport) int {
-		n := 0
-		for _, p := range queue {
-			if p.dev.Transport == t {
-				n++
-			}
+	// One queue per transport, in claim order; the window is per transport.
+	var transports []Transport
+	queues := map[Transport][]*pair{}
+	for _, p := range b.pairs {
+		t := p.dev.Transport
+		if _, ok := queues[t]; !ok {
+			transports = append(transports, t)
 		}
-		return n
+		queues[t] = append(queues[t], p)
 	}
+	inflight := map[Transport]int{}
+	total, queued := 0, len(b.pairs)
+	done := make(chan *pair, len(b.pairs))
 	finish := func(p *pair) {
 		inflight[p.dev.Transport]--
 		total--
 	}
-
-	for len(queue) > 0 && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
-		// Wait for room unless some transport can take a worthwhile wave.
-		room := false
-		for _, p := range queue {
-			t := p.dev.Transport
-			if free := window - inflight[t]; free > 0 && (free >= refill || free >= queued(t)) {
-				room = true
-				break
+	// worthWave: some transport can take a wave of half a window, or all it has left.
+	worthWave := func() bool {
+		for _, t := range transports {
+			n, free := len(queues[t]), window-inflight[t]
+			if n > 0 && free > 0 && (free >= refill || free >= n) {
+				return true
 			}
 		}
-		if !room && total > 0 {
+		return false
+	}
+
+	for queued > 0 && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
+		if total > 0 && !worthWave() {
 			select {
 			case p := <-done:
 				finish(p)
@@ -67,23 +68,25 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 			}
 			continue
 		}
-
-		var wave, rest []*pair
-		take := map[Transport]int{}
-		for _, p := range queue {
-			t := p.dev.Transport
-			if wait := c.throttled(t); wait > 0 {
-				p.releaseWait = wait // left unsent; due again after the throttle
+		var wave []*pair
+		for _, t := range transports {
+			q := queues[t]
+			if len(q) == 0 {
 				continue
 			}
-			if inflight[t]+take[t] < window {
-				take[t]++
-				wave = append(wave, p)
-			} else {
-				rest = append(rest, p)
+			if wait := c.throttled(t); wait > 0 {
+				for _, p := range q {
+					p.releaseWait = wait // left unsent; due again after the throttle
+				}
+				queued -= len(q)
+				queues[t] = nil
+				continue
 			}
+			n := min(len(q), window-inflight[t])
+			wave = append(wave, q[:n]...)
+			queues[t] = q[n:]
+			queued -= n
 		}
-		queue = rest
 		if len(wave) == 0 {
 			continue
 		}
@@ -150,6 +153,10 @@ func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.
 		return nil
 	}
 	if mayStart() != nil {
+		return
+	}
+	if wait := c.throttled(p.dev.Transport); wait > 0 {
+		p.releaseWait = wait // a send of this wave was told to slow everyone down
 		return
 	}
 	timeout := min(c.cfg.SendTimeout, sendEnd.Sub(c.clockNow()))
