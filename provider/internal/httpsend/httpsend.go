@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,22 @@ type Response struct {
 // Do sends req and reads the answer. On failure it returns the engine Result
 // that says whether the request may have reached the provider; on success the
 // Result is zero and the Response is set.
+//
+// The request is sent at most once. net/http sends a request again by itself
+// when it can rewind the body (Request.GetBody, which http.NewRequest sets for
+// a bytes.Reader): its HTTP/2 transport after a RST_STREAM with
+// PROTOCOL_ERROR or REFUSED_STREAM or a GOAWAY that disowns the stream, its
+// HTTP/1 transport for a request with an Idempotency-Key header whose reused
+// connection closed, and http.Client on a 307 or 308. Each of those can come
+// after the provider read the whole request, and the engine would count one
+// submission for two. So Do sends the body as a onceBody, which cannot be
+// rewound: every such path then gives up and returns its error (or the
+// redirect itself) instead.
 func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
+	req, res := withOnceBody(req)
+	if res.Outcome != 0 {
+		return nil, res
+	}
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -106,6 +122,64 @@ func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, oncepush.Result{}
 }
 
+// withOnceBody returns a copy of req whose body is a onceBody holding req's
+// body, and no GetBody.
+func withOnceBody(req *http.Request) (*http.Request, oncepush.Result) {
+	var b []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		// Providers' bodies are at most a few kilobytes, already in memory.
+		var err error
+		b, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: read the request body: " + err.Error()}
+		}
+	}
+	out := req.Clone(req.Context())
+	// Even an empty body is a onceBody: net/http resends a request with no
+	// body (nil or http.NoBody) as freely as one it can rewind.
+	out.Body = &onceBody{rest: b}
+	out.GetBody = nil
+	out.ContentLength = int64(len(b))
+	return out, oncepush.Result{}
+}
+
+// errBodyClosed is what a onceBody answers once it is closed: net/http
+// closes the body when it gives up a write, and a second pass over it would
+// be a resend.
+var errBodyClosed = errors.New("httpsend: request body already closed; it is sent at most once")
+
+// onceBody is a request body that can be read through once: it cannot be
+// rewound (no Seek, and the request has no GetBody), and once closed it hands
+// out nothing more. Read and Close may be called from different goroutines
+// of the transport.
+type onceBody struct {
+	mu     sync.Mutex
+	rest   []byte // not handed out yet
+	closed bool
+}
+
+func (b *onceBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	if len(b.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+func (b *onceBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
+}
+
 // Failure classifies a transport error: written says whether the whole
 // request had been written when it happened.
 func Failure(err error, written bool) oncepush.Result {
@@ -125,7 +199,24 @@ func cause(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "timeout: " + err.Error()
 	}
-	return err.Error()
+	return withoutRetryAdvice(err.Error())
+}
+
+// withoutRetryAdvice drops the text net/http's HTTP/2 transport wraps around
+// an error it would have retried with a rewindable body ("… cannot retry err
+// [X] after Request.Body was written; define Request.GetBody …"), keeping X:
+// not rewinding is the point, and the advice is for Go programmers, not for
+// whoever reads a delivery's history.
+func withoutRetryAdvice(text string) string {
+	const prefix, suffix = "http2: Transport: cannot retry err [", "] after Request.Body was written"
+	inner, ok := strings.CutPrefix(text, prefix)
+	if !ok {
+		return text
+	}
+	if i := strings.LastIndex(inner, suffix); i >= 0 {
+		return inner[:i]
+	}
+	return text
 }
 
 // RetryAfter parses a Retry-After header (delay-seconds or HTTP-date) relative
