@@ -8,8 +8,12 @@
 //     lost mid-answer): the provider may have it — oncepush.OutcomeMaybeSent,
 //     which the message's ambiguity policy resolves.
 //
-// Which one happened is observed, not guessed: an httptrace hook records that
-// the whole request was written.
+// "Never left" is proven, not inferred: the request's body is handed to
+// net/http by a onceBody, which records whether its last byte was handed out.
+// A provider cannot act on a request whose body it never received whole, and
+// the last byte cannot reach the network before it was handed out. So a
+// failure with part of the body still held is "not sent"; any other failure,
+// whatever net/http reports about its writes, is "maybe sent".
 package httpsend
 
 import (
@@ -20,12 +24,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oncepush/oncepush"
@@ -93,23 +95,32 @@ type Response struct {
 // submission for two. So Do sends the body as a onceBody, which cannot be
 // rewound: every such path then gives up and returns its error (or the
 // redirect itself) instead.
+//
+// A failure is "not sent" only when the body proves it (see onceBody). That
+// covers every failure that comes before any byte is written — a refused
+// dial, a failed TLS handshake or proxy CONNECT, a connection that became
+// unusable before the stream opened, a context that ended while waiting for
+// a stream: net/http reads the body only once it has a connection to write it
+// to. No rule reads the error itself: a WroteRequest trace can arrive after
+// the error (HTTP/2 returns from RoundTrip when the context ends without
+// waiting for the goroutine writing the request), and an error string proves
+// nothing.
 func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 	req, res := withOnceBody(req)
 	if res.Outcome != 0 {
 		return nil, res
 	}
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	sent := req.Body.(*onceBody)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, Failure(err, wrote.Load())
+		// Closed first: the transport's writer may still be running, and
+		// from here on it can take nothing more, so what the body says now
+		// is final.
+		sent.Close()
+		if !sent.handedOutAll() {
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
+		}
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -153,10 +164,18 @@ var errBodyClosed = errors.New("httpsend: request body already closed; it is sen
 // rewound (no Seek, and the request has no GetBody), and once closed it hands
 // out nothing more. Read and Close may be called from different goroutines
 // of the transport.
+//
+// It records whether it handed out its last byte (for an empty body: its
+// EOF). Until then the provider cannot have the whole request: with a
+// Content-Length it waits for the last byte, without one for the end of the
+// stream, which net/http sends only after EOF. And none of the providers'
+// bodies (a JSON document; Web Push's single encrypted record, authenticated
+// by a tag at its end) can be acted on from a prefix.
 type onceBody struct {
-	mu     sync.Mutex
-	rest   []byte // not handed out yet
-	closed bool
+	mu      sync.Mutex
+	rest    []byte // not handed out yet
+	lastOut bool   // the last byte (or an empty body's EOF) was handed out
+	closed  bool
 }
 
 func (b *onceBody) Read(p []byte) (int, error) {
@@ -166,11 +185,21 @@ func (b *onceBody) Read(p []byte) (int, error) {
 		return 0, errBodyClosed
 	}
 	if len(b.rest) == 0 {
+		b.lastOut = true
 		return 0, io.EOF
 	}
 	n := copy(p, b.rest)
 	b.rest = b.rest[n:]
+	// Marked before Read returns, so before the transport can write it.
+	b.lastOut = len(b.rest) == 0
 	return n, nil
+}
+
+// handedOutAll reports whether the last byte of the body was handed out.
+func (b *onceBody) handedOutAll() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastOut
 }
 
 func (b *onceBody) Close() error {
@@ -178,15 +207,6 @@ func (b *onceBody) Close() error {
 	defer b.mu.Unlock()
 	b.closed = true
 	return nil
-}
-
-// Failure classifies a transport error: written says whether the whole
-// request had been written when it happened.
-func Failure(err error, written bool) oncepush.Result {
-	if !written {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
-	}
-	return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
 }
 
 // cause gives an error's text without the URL net/http wraps around it (the

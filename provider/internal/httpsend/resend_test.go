@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/oncepush/oncepush"
 )
 
 // The tests in this file attack one promise: a request that reached the
@@ -68,6 +70,9 @@ type h2Server struct {
 	client *tls.Config // trusts the server's certificate
 	// answer is called with the number (from 1) of each complete request.
 	answer func(n int64) h2Answer
+	// onHeaders, when set, answers the headers of a request that has a body
+	// still to come.
+	onHeaders h2Answer
 
 	complete atomic.Int64
 
@@ -75,6 +80,7 @@ type h2Server struct {
 	conns []net.Conn
 }
 
+// newH2Server starts an HTTP/2 server over TLS (ALPN h2), as providers are.
 func newH2Server(t *testing.T, answer func(n int64) h2Answer) *h2Server {
 	t.Helper()
 	cert, pool := selfSigned(t)
@@ -83,6 +89,24 @@ func newH2Server(t *testing.T, answer func(n int64) h2Answer) *h2Server {
 		t.Fatal(err)
 	}
 	s := &h2Server{addr: l.Addr().String(), client: &tls.Config{RootCAs: pool}, answer: answer}
+	s.start(t, l)
+	return s
+}
+
+// newH2CServer starts an HTTP/2 server without TLS (prior knowledge), for
+// tests that look at the frames the client writes.
+func newH2CServer(t *testing.T, answer func(n int64) h2Answer) *h2Server {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &h2Server{addr: l.Addr().String(), answer: answer}
+	s.start(t, l)
+	return s
+}
+
+func (s *h2Server) start(t *testing.T, l net.Listener) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		l.Close()
@@ -105,7 +129,6 @@ func newH2Server(t *testing.T, answer func(n int64) h2Answer) *h2Server {
 			wg.Go(func() { s.serve(t, c) })
 		}
 	})
-	return s
 }
 
 func (s *h2Server) serve(t *testing.T, c net.Conn) {
@@ -135,6 +158,9 @@ func (s *h2Server) serve(t *testing.T, c net.Conn) {
 			}
 		case *http2.HeadersFrame:
 			ended = f.StreamEnded()
+			if !ended && s.onHeaders != nil {
+				err = s.onHeaders(fr, f.StreamID)
+			}
 		case *http2.DataFrame:
 			ended = f.StreamEnded()
 		}
@@ -234,6 +260,9 @@ func TestHTTP2NeverResendsAWrittenRequest(t *testing.T) {
 			if resp != nil {
 				t.Fatalf("Do returned the answer %d, want a failure (the only answer to the request was %s)", resp.Status, tt.name)
 			}
+			if res.Outcome != oncepush.OutcomeMaybeSent {
+				t.Errorf("%v %q, want maybe-sent: the server had read the whole request", res.Outcome, res.Text)
+			}
 			if strings.Contains(res.Text, "GetBody") {
 				t.Errorf("text %q passes on net/http's advice to Go programmers", res.Text)
 			}
@@ -283,6 +312,9 @@ func TestHTTP1NeverResendsAWrittenRequest(t *testing.T) {
 			}
 			if resp != nil {
 				t.Fatalf("Do returned the answer %d, want a failure", resp.Status)
+			}
+			if res.Outcome != oncepush.OutcomeMaybeSent {
+				t.Errorf("%v %q, want maybe-sent: the server had read the whole request", res.Outcome, res.Text)
 			}
 		})
 	}
