@@ -113,7 +113,8 @@ func (h *ControlHeaderValues) UnmarshalJSON(b []byte) error {
 
 // ControlAnswerOf returns a in the JSON form POST /_fake/program takes, so a
 // Go test can program a fake in another process with this package's answer
-// helpers (FCMError, APNsError, WebPushError, RuStoreError).
+// helpers (FCMError, FCMDeviceRateExceeded, FCMProjectQuotaExceeded, APNsError,
+// WebPushError, RuStoreError).
 func ControlAnswerOf(a FakeAnswer) ControlAnswer {
 	c := ControlAnswer{Status: a.Status, LatencyMs: a.Latency.Milliseconds(), Drop: a.Drop}
 	if a.Body != "" {

@@ -57,6 +57,9 @@ const (
 	fcmMaxPayload      = 4096
 	fcmErrorType       = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 	fcmBadRequestType  = "type.googleapis.com/google.rpc.BadRequest"
+	fcmErrorInfoType   = "type.googleapis.com/google.rpc.ErrorInfo"
+	fcmHelpType        = "type.googleapis.com/google.rpc.Help"
+	fcmProjectNumber   = "100000000001" // the fake's Google project number
 	fcmBadTimeframe    = "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
 	fcmUnauthenticated = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."
 )
@@ -150,6 +153,44 @@ func FCMError(status int, statusName, message, errorCode string) FakeAnswer {
 		details = append(details, map[string]string{"@type": fcmErrorType, "errorCode": errorCode})
 	}
 	return FakeAnswer{Status: status, Body: fcmErrorBody(status, statusName, message, details...)}
+}
+
+// FCMDeviceRateExceeded is FCM's answer to messages sent too fast to one
+// device (or topic): 429 RESOURCE_EXHAUSTED with an FcmError detail, errorCode
+// QUOTA_EXCEEDED. Only sends to that target must slow down. Add a Retry-After
+// header to the answer's Header to send one.
+func FCMDeviceRateExceeded() FakeAnswer {
+	return FCMError(http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "Device message rate exceeded.", "QUOTA_EXCEEDED")
+}
+
+// FCMProjectQuotaExceeded is FCM's answer once the project's send quota for
+// the minute is spent: 429 RESOURCE_EXHAUSTED with a google.rpc.ErrorInfo
+// detail (reason RATE_LIMIT_EXCEEDED, quota_limit SendsPerMinutePerProject,
+// quota_unit 1/min/{project}) and a google.rpc.Help link, as Google's API
+// front end answers it. Every send of the project meets it until the minute
+// ends. Add a Retry-After header to the answer's Header to send one.
+func FCMProjectQuotaExceeded() FakeAnswer {
+	return FakeAnswer{Status: http.StatusTooManyRequests, Body: fcmErrorBody(http.StatusTooManyRequests, "RESOURCE_EXHAUSTED",
+		"Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:"+fcmProjectNumber+"'.",
+		map[string]any{
+			"@type":  fcmErrorInfoType,
+			"reason": "RATE_LIMIT_EXCEEDED",
+			"domain": "googleapis.com",
+			"metadata": map[string]string{
+				"service":           "fcm.googleapis.com",
+				"consumer":          "projects/" + fcmProjectNumber,
+				"quota_metric":      "fcm.googleapis.com/send_requests",
+				"quota_limit":       "SendsPerMinutePerProject",
+				"quota_limit_value": "600000",
+				"quota_unit":        "1/min/{project}",
+				"quota_location":    "global",
+			},
+		},
+		map[string]any{
+			"@type": fcmHelpType,
+			"links": []map[string]string{{"description": "Request a higher quota limit.", "url": "https://cloud.google.com/docs/quotas/help/request_increase"}},
+		},
+	)}
 }
 
 // FCMInvalidTokenArgument is FCM's answer to a registration token that is not

@@ -668,7 +668,7 @@ func testThrottle[TTx any](t *testing.T, h Harness[TTx]) {
 		b.register(names[i], oncepush.TransportFCM)
 	}
 	b.register("apple", oncepush.TransportAPNs)
-	b.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "429 QUOTA_EXCEEDED", RetryAfter: time.Minute, Throttle: true})
+	b.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "429 RESOURCE_EXHAUSTED: project quota", RetryAfter: time.Minute, Throttle: true})
 	b.send(append(names, "apple"), msg("quota"), nil)
 	st := b.drain()
 	if n := b.fcm.Count(); n != 1 {

@@ -179,8 +179,9 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 	}
 }
 
-// TestProviderWide429SlowsLaterSends: FCM's QUOTA_EXCEEDED with Retry-After
-// holds every later FCM send of this client, not just the one device's.
+// TestProviderWide429SlowsLaterSends: FCM's project quota (a 429 whose
+// ErrorInfo names SendsPerMinutePerProject) with Retry-After holds every
+// later FCM send of this client, not just the one device's.
 func TestProviderWide429SlowsLaterSends(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
@@ -190,7 +191,7 @@ func TestProviderWide429SlowsLaterSends(t *testing.T) {
 		e.register(names[i], oncepush.TransportFCM, 300+i)
 	}
 	e.register("apple", oncepush.TransportAPNs, 400)
-	quota := pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED")
+	quota := pushtest.FCMProjectQuotaExceeded()
 	quota.Header = http.Header{"Retry-After": {"120"}}
 	e.fake.Program(oncepush.TransportFCM, "", quota)
 	if _, err := e.client.Send(e.ctx, append(names, "apple"), oncepush.Message{Title: "quota"}, nil); err != nil {
@@ -213,6 +214,45 @@ func TestProviderWide429SlowsLaterSends(t *testing.T) {
 		ds, _ := e.client.RecipientDeliveries(e.ctx, r, 0, 1)
 		if ds[0].Status != oncepush.StatusPending || time.Until(ds[0].NextAttemptAt) < 100*time.Second {
 			t.Fatalf("%s: %s due %s; want pending until the provider's Retry-After (120 s)", r, ds[0].Status, ds[0].NextAttemptAt)
+		}
+	}
+}
+
+// TestDeviceRate429HoldsOnlyThatDevice: FCM's per-device message rate
+// (QUOTA_EXCEEDED) backs off that device; the other FCM sends of the run go
+// on, one at a time, as if nothing happened.
+func TestDeviceRate429HoldsOnlyThatDevice(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
+	var names []string
+	for i := range 5 {
+		names = append(names, fmt.Sprintf("r%d", i))
+		e.register(names[i], oncepush.TransportFCM, 500+i)
+	}
+	busy := pushtest.FCMDeviceRateExceeded()
+	busy.Header = http.Header{"Retry-After": {"1"}}
+	e.fake.Program(oncepush.TransportFCM, string(e.token(oncepush.TransportFCM, 500)), busy)
+	if _, err := e.client.Send(e.ctx, names, oncepush.Message{Title: "rate"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.client.Drain(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.fake.RequestsFor(oncepush.TransportFCM)); n != 5 {
+		t.Fatalf("%d FCM requests, want 5: one device's rate limit held the others", n)
+	}
+	if st.Released != 0 {
+		t.Fatalf("run stats %+v: nothing should be released for one device's 429", st)
+	}
+	for i, r := range names {
+		ds, _ := e.client.RecipientDeliveries(e.ctx, r, 0, 1)
+		want := oncepush.StatusSent
+		if i == 0 {
+			want = oncepush.StatusPending
+		}
+		if ds[0].Status != want {
+			t.Errorf("%s: %s, want %s", r, ds[0].Status, want)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package fcm
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncepush/oncepush"
@@ -16,6 +18,7 @@ import (
 const (
 	fcmErrorType   = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 	badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+	errorInfoType  = "type.googleapis.com/google.rpc.ErrorInfo"
 )
 
 // apiError is FCM's error answer:
@@ -28,9 +31,11 @@ type apiError struct {
 		Message string `json:"message"`
 		Status  string `json:"status"`
 		Details []struct {
-			Type            string           `json:"@type"`
-			ErrorCode       string           `json:"errorCode"`
-			FieldViolations []fieldViolation `json:"fieldViolations"`
+			Type            string            `json:"@type"`
+			ErrorCode       string            `json:"errorCode"`       // FcmError
+			FieldViolations []fieldViolation  `json:"fieldViolations"` // BadRequest
+			Reason          string            `json:"reason"`          // ErrorInfo
+			Metadata        map[string]string `json:"metadata"`        // ErrorInfo
 		} `json:"details"`
 	} `json:"error"`
 }
@@ -46,6 +51,9 @@ type answer struct {
 	name      string // errorCode, else the Google status, else the HTTP status text
 	message   string
 	aboutTok  bool // a BadRequest detail names message.token
+	// projectQuota: an ErrorInfo detail says the project's send quota is
+	// spent (a 429 that concerns every send of the project).
+	projectQuota bool
 }
 
 func readAnswer(resp *httpsend.Response) answer {
@@ -64,6 +72,14 @@ func readAnswer(resp *httpsend.Response) answer {
 				a.aboutTok = a.aboutTok || slices.ContainsFunc(d.FieldViolations, func(v fieldViolation) bool {
 					return v.Field == "message.token"
 				})
+			case errorInfoType:
+				// Google's API front end names the quota it enforced. Only the
+				// project's own per-minute send quota (quota_limit
+				// SendsPerMinutePerProject, quota_unit 1/min/{project}) is
+				// shared by every send; a quota counted per anything finer
+				// ("…/{project}/{user}") is not.
+				a.projectQuota = a.projectQuota || d.Reason == "RATE_LIMIT_EXCEEDED" &&
+					(d.Metadata["quota_limit"] == "SendsPerMinutePerProject" || strings.HasSuffix(d.Metadata["quota_unit"], "/{project}"))
 			}
 		}
 		if a.errorCode != "" {
@@ -93,7 +109,11 @@ func (a answer) text() string {
 // declared dead only on FCM's explicit word for it.
 func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a answer) oncepush.Result {
 	res := oncepush.Result{Text: a.text()}
-	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())
+	now := p.clock.Now()
+	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), now)
+	if a.projectQuota {
+		return projectQuotaExceeded(res, retryAfter, now)
+	}
 	switch a.errorCode {
 	case "UNREGISTERED", "SENDER_ID_MISMATCH":
 		res.Outcome = oncepush.OutcomeInvalidToken
@@ -107,7 +127,7 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a a
 		}
 		return res
 	case "QUOTA_EXCEEDED":
-		return quotaExceeded(res, retryAfter)
+		return rateLimited(res, retryAfter)
 	case "UNAVAILABLE", "INTERNAL":
 		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
 		return res
@@ -121,7 +141,9 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a a
 	case a.status == http.StatusBadRequest && a.aboutTok:
 		res.Outcome = oncepush.OutcomeInvalidToken
 	case a.status == http.StatusTooManyRequests:
-		return quotaExceeded(res, retryAfter)
+		// Nothing says it is the project's quota: treated as the device's,
+		// so a 429 nobody can place never stops the whole transport.
+		return rateLimited(res, retryAfter)
 	case a.status >= 500:
 		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
 	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
@@ -134,11 +156,25 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a a
 	return res
 }
 
-// quotaExceeded pauses the whole transport: the quota is the project's, so
-// every send would meet it. Google asks for at least a minute.
-func quotaExceeded(res oncepush.Result, retryAfter time.Duration) oncepush.Result {
+// rateLimited backs off this device only: FCM's QUOTA_EXCEEDED is the
+// message rate of one device or topic, which the project's other sends do not
+// meet. The wait is Retry-After when FCM gives one, else
+// RateLimitRetryDefault.
+func rateLimited(res oncepush.Result, retryAfter time.Duration) oncepush.Result {
 	res.Outcome = oncepush.OutcomeRetry
-	res.RetryAfter = max(retryAfter, QuotaRetryMin)
+	res.RetryAfter = cmp.Or(retryAfter, RateLimitRetryDefault)
+	return res
+}
+
+// projectQuotaExceeded pauses the whole transport: the project's send quota
+// is spent, so every send would meet it. The quota counts per minute, so
+// without Retry-After the pause lasts until the next minute begins.
+func projectQuotaExceeded(res oncepush.Result, retryAfter time.Duration, now time.Time) oncepush.Result {
+	res.Outcome = oncepush.OutcomeRetry
+	res.RetryAfter = retryAfter
+	if res.RetryAfter == 0 {
+		res.RetryAfter = now.Truncate(time.Minute).Add(time.Minute).Sub(now)
+	}
 	res.Throttle = true
 	return res
 }

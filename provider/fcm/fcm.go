@@ -6,9 +6,12 @@
 // only the HTTP status: UNREGISTERED, SENDER_ID_MISMATCH and an
 // INVALID_ARGUMENT about the token make the token invalid; any other
 // INVALID_ARGUMENT is a rejected message (a malformed message never deletes a
-// live registration); QUOTA_EXCEEDED pauses the whole transport for at least a
-// minute; UNAVAILABLE and INTERNAL are retried; THIRD_PARTY_AUTH_ERROR is
-// rejected and logged, because Firebase's APNs or web credentials are wrong.
+// live registration); a 429 backs off that device (QUOTA_EXCEEDED is the
+// message rate of one device or topic), and only a 429 whose details say the
+// project's send quota is spent pauses the whole transport, until Retry-After
+// or the next minute; UNAVAILABLE and INTERNAL are retried;
+// THIRD_PARTY_AUTH_ERROR is rejected and logged, because Firebase's APNs or
+// web credentials are wrong.
 //
 // Wiring it to the fake server in a test:
 //
@@ -53,8 +56,11 @@ const (
 	// TokenRefreshMargin is how long before its expiry an access token is
 	// replaced.
 	TokenRefreshMargin = 5 * time.Minute
-	// QuotaRetryMin is the shortest wait after QUOTA_EXCEEDED or a 429.
-	QuotaRetryMin = time.Minute
+	// RateLimitRetryDefault is how long a device waits after a 429 that is
+	// not the project's quota (QUOTA_EXCEEDED: the message rate of one
+	// device or topic) and carries no Retry-After. Google asks for at least
+	// a minute before sending to that target again.
+	RateLimitRetryDefault = time.Minute
 
 	tokenFetchTimeout = 30 * time.Second
 )

@@ -305,9 +305,18 @@ func TestErrorAnswers(t *testing.T) {
 		`{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"},` +
 		`{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.data[0].value","description":"Invalid value"}]}]}}`}
 
+	// minuteAnd is a time d past a minute boundary, for the project quota's
+	// default pause (until the next minute).
+	minuteAnd := func(d time.Duration) time.Time {
+		return time.Date(2026, 3, 2, 14, 7, 0, 0, time.UTC).Add(d)
+	}
+	const projectQuotaText = "429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' " +
+		"of service 'fcm.googleapis.com' for consumer 'project_number:100000000001'."
+
 	tests := []struct {
 		name          string
 		answer        pushtest.FakeAnswer
+		now           time.Time // the provider's clock, when it matters
 		want          oncepush.Outcome
 		wantText      string
 		wantRetry     time.Duration
@@ -332,15 +341,40 @@ func TestErrorAnswers(t *testing.T) {
 		{name: "invalid argument FcmError without field violation",
 			answer: pushtest.FCMError(400, "INVALID_ARGUMENT", "Message is too big", "INVALID_ARGUMENT"),
 			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Message is too big"},
-		{name: "quota exceeded waits at least a minute",
-			answer: retryAfter(pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED"), "10"),
-			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Quota exceeded.", wantRetry: time.Minute, wantThrottle: true},
-		{name: "quota exceeded honours a longer Retry-After",
-			answer: retryAfter(pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", "QUOTA_EXCEEDED"), "300"),
-			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Quota exceeded.", wantRetry: 5 * time.Minute, wantThrottle: true},
-		{name: "429 without FcmError",
+		// 429: only the project's quota pauses the transport; a device's or
+		// topic's rate, or a 429 that does not say, backs off that device.
+		{name: "project quota pauses the transport until the next minute",
+			answer: pushtest.FCMProjectQuotaExceeded(), now: minuteAnd(45 * time.Second),
+			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: 15 * time.Second, wantThrottle: true},
+		{name: "project quota on the minute pauses a whole minute",
+			answer: pushtest.FCMProjectQuotaExceeded(), now: minuteAnd(0),
+			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Minute, wantThrottle: true},
+		{name: "project quota honours a short Retry-After",
+			answer: retryAfter(pushtest.FCMProjectQuotaExceeded(), "1"), now: minuteAnd(5 * time.Second),
+			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Second, wantThrottle: true},
+		{name: "project quota honours a long Retry-After",
+			answer: retryAfter(pushtest.FCMProjectQuotaExceeded(), "300"),
+			want:   oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: 5 * time.Minute, wantThrottle: true},
+		{name: "device rate backs off the device by default a minute",
+			answer: pushtest.FCMDeviceRateExceeded(),
+			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: fcm.RateLimitRetryDefault},
+		{name: "device rate honours Retry-After of one second",
+			answer: retryAfter(pushtest.FCMDeviceRateExceeded(), "1"),
+			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: time.Second},
+		{name: "device rate honours a long Retry-After",
+			answer: retryAfter(pushtest.FCMDeviceRateExceeded(), "300"),
+			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: 5 * time.Minute},
+		{name: "429 without details backs off the device",
 			answer: pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Too many requests.", ""),
-			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: time.Minute, wantThrottle: true},
+			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: fcm.RateLimitRetryDefault},
+		{name: "429 from a proxy backs off the device",
+			answer: retryAfter(pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"}, "2"),
+			want:   oncepush.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests", wantRetry: 2 * time.Second},
+		{name: "another quota of the project's is not the send quota",
+			answer: pushtest.FakeAnswer{Status: 429, Body: `{"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED","details":[` +
+				`{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com",` +
+				`"metadata":{"quota_limit":"SendsPerMinutePerProjectPerUser","quota_unit":"1/min/{project}/{user}"}}]}}`},
+			want: oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Quota exceeded.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "unavailable honours Retry-After",
 			answer: retryAfter(pushtest.FCMError(503, "UNAVAILABLE", "The service is unavailable.", "UNAVAILABLE"), "30"),
 			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 30 * time.Second},
@@ -367,6 +401,9 @@ func TestErrorAnswers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p, b := setupOn(t, fake, nil)
+			if !tt.now.IsZero() {
+				b.clock.Set(tt.now)
+			}
 			token := "error-token-" + string(rune('a'+i))
 			fake.Program(oncepush.TransportFCM, token, tt.answer)
 

@@ -7,7 +7,9 @@
 // status: NOT_FOUND and an INVALID_ARGUMENT about the token make the token
 // invalid; any other INVALID_ARGUMENT is a rejected message;
 // UNAUTHENTICATED/PERMISSION_DENIED (logged as a configuration error),
-// TOO_MANY_REQUESTS and 5xx are retried.
+// TOO_MANY_REQUESTS and 5xx are retried, honouring Retry-After. A
+// TOO_MANY_REQUESTS backs off that device only: RuStore does not say it is a
+// limit of the whole project.
 //
 // Wiring it to the fake server in a test:
 //
@@ -49,9 +51,6 @@ const (
 	// MaxTTL caps the TTL sent (RuStore documents no maximum; FCM's four
 	// weeks is used).
 	MaxTTL = 28 * 24 * time.Hour
-	// ThrottleDefault is how long the transport pauses after
-	// TOO_MANY_REQUESTS without a Retry-After.
-	ThrottleDefault = 15 * time.Second
 )
 
 // Data keys that carry a message with an image (sent as data only) and the
@@ -308,10 +307,11 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) onc
 			slog.Int64("delivery_id", s.DeliveryID), slog.String("answer", res.Text))
 		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
 	case "TOO_MANY_REQUESTS", "RESOURCE_EXHAUSTED":
-		// A rate limit of the project: pause every send, not only this one.
-		res.Outcome = oncepush.OutcomeRetry
-		res.RetryAfter = cmp.Or(retryAfter, ThrottleDefault)
-		res.Throttle = true
+		// RuStore does not say whose limit this is, so it backs off this
+		// device only (for Retry-After, or the engine's backoff): pausing
+		// the whole transport on every 429 would let a few busy devices
+		// stop all RuStore sends.
+		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
 	case "INTERNAL", "UNAVAILABLE":
 		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
 	default:

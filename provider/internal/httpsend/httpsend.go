@@ -8,8 +8,12 @@
 //     lost mid-answer): the provider may have it — oncepush.OutcomeMaybeSent,
 //     which the message's ambiguity policy resolves.
 //
-// Which one happened is observed, not guessed: an httptrace hook records that
-// the whole request was written.
+// "Never left" is proven, not inferred: the request's body is handed to
+// net/http by a onceBody, which records whether its last byte was handed out.
+// A provider cannot act on a request whose body it never received whole, and
+// the last byte cannot reach the network before it was handed out. So a
+// failure with part of the body still held is "not sent"; any other failure,
+// whatever net/http reports about its writes, is "maybe sent".
 package httpsend
 
 import (
@@ -20,11 +24,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/oncepush/oncepush"
@@ -81,19 +84,43 @@ type Response struct {
 // Do sends req and reads the answer. On failure it returns the engine Result
 // that says whether the request may have reached the provider; on success the
 // Result is zero and the Response is set.
+//
+// The request is sent at most once. net/http sends a request again by itself
+// when it can rewind the body (Request.GetBody, which http.NewRequest sets for
+// a bytes.Reader): its HTTP/2 transport after a RST_STREAM with
+// PROTOCOL_ERROR or REFUSED_STREAM or a GOAWAY that disowns the stream, its
+// HTTP/1 transport for a request with an Idempotency-Key header whose reused
+// connection closed, and http.Client on a 307 or 308. Each of those can come
+// after the provider read the whole request, and the engine would count one
+// submission for two. So Do sends the body as a onceBody, which cannot be
+// rewound: every such path then gives up and returns its error (or the
+// redirect itself) instead.
+//
+// A failure is "not sent" only when the body proves it (see onceBody). That
+// covers every failure that comes before any byte is written — a refused
+// dial, a failed TLS handshake or proxy CONNECT, a connection that became
+// unusable before the stream opened, a context that ended while waiting for
+// a stream: net/http reads the body only once it has a connection to write it
+// to. No rule reads the error itself: a WroteRequest trace can arrive after
+// the error (HTTP/2 returns from RoundTrip when the context ends without
+// waiting for the goroutine writing the request), and an error string proves
+// nothing.
 func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
+	req, res := withOnceBody(req)
+	if res.Outcome != 0 {
+		return nil, res
 	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	sent := req.Body.(*onceBody)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, Failure(err, wrote.Load())
+		// Closed first: the transport's writer may still be running, and
+		// from here on it can take nothing more, so what the body says now
+		// is final.
+		sent.Close()
+		if !sent.handedOutAll() {
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
+		}
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -106,13 +133,80 @@ func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, oncepush.Result{}
 }
 
-// Failure classifies a transport error: written says whether the whole
-// request had been written when it happened.
-func Failure(err error, written bool) oncepush.Result {
-	if !written {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
+// withOnceBody returns a copy of req whose body is a onceBody holding req's
+// body, and no GetBody.
+func withOnceBody(req *http.Request) (*http.Request, oncepush.Result) {
+	var b []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		// Providers' bodies are at most a few kilobytes, already in memory.
+		var err error
+		b, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: read the request body: " + err.Error()}
+		}
 	}
-	return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
+	out := req.Clone(req.Context())
+	// Even an empty body is a onceBody: net/http resends a request with no
+	// body (nil or http.NoBody) as freely as one it can rewind.
+	out.Body = &onceBody{rest: b}
+	out.GetBody = nil
+	out.ContentLength = int64(len(b))
+	return out, oncepush.Result{}
+}
+
+// errBodyClosed is what a onceBody answers once it is closed: net/http
+// closes the body when it gives up a write, and a second pass over it would
+// be a resend.
+var errBodyClosed = errors.New("httpsend: request body already closed; it is sent at most once")
+
+// onceBody is a request body that can be read through once: it cannot be
+// rewound (no Seek, and the request has no GetBody), and once closed it hands
+// out nothing more. Read and Close may be called from different goroutines
+// of the transport.
+//
+// It records whether it handed out its last byte (for an empty body: its
+// EOF). Until then the provider cannot have the whole request: with a
+// Content-Length it waits for the last byte, without one for the end of the
+// stream, which net/http sends only after EOF. And none of the providers'
+// bodies (a JSON document; Web Push's single encrypted record, authenticated
+// by a tag at its end) can be acted on from a prefix.
+type onceBody struct {
+	mu      sync.Mutex
+	rest    []byte // not handed out yet
+	lastOut bool   // the last byte (or an empty body's EOF) was handed out
+	closed  bool
+}
+
+func (b *onceBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	if len(b.rest) == 0 {
+		b.lastOut = true
+		return 0, io.EOF
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	// Marked before Read returns, so before the transport can write it.
+	b.lastOut = len(b.rest) == 0
+	return n, nil
+}
+
+// handedOutAll reports whether the last byte of the body was handed out.
+func (b *onceBody) handedOutAll() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastOut
+}
+
+func (b *onceBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
 }
 
 // cause gives an error's text without the URL net/http wraps around it (the
@@ -125,7 +219,24 @@ func cause(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "timeout: " + err.Error()
 	}
-	return err.Error()
+	return withoutRetryAdvice(err.Error())
+}
+
+// withoutRetryAdvice drops the text net/http's HTTP/2 transport wraps around
+// an error it would have retried with a rewindable body ("… cannot retry err
+// [X] after Request.Body was written; define Request.GetBody …"), keeping X:
+// not rewinding is the point, and the advice is for Go programmers, not for
+// whoever reads a delivery's history.
+func withoutRetryAdvice(text string) string {
+	const prefix, suffix = "http2: Transport: cannot retry err [", "] after Request.Body was written"
+	inner, ok := strings.CutPrefix(text, prefix)
+	if !ok {
+		return text
+	}
+	if i := strings.LastIndex(inner, suffix); i >= 0 {
+		return inner[:i]
+	}
+	return text
 }
 
 // RetryAfter parses a Retry-After header (delay-seconds or HTTP-date) relative

@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/oncepush/oncepush"
 )
@@ -56,16 +59,19 @@ func TestClosedBeforeWritingIsNotSent(t *testing.T) {
 
 func TestTimeoutAfterWritingIsMaybeSent(t *testing.T) {
 	t.Parallel()
+	read := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // read the request, never answer
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
+		close(read)
+		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		<-read
+		cancel() // the send timeout, once the provider has the request
+	}()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/send", bytes.NewReader([]byte("{}")))
 	_, res := Do(&http.Client{Transport: NewTransport(nil, nil)}, req)
 	if res.Outcome != oncepush.OutcomeMaybeSent {
@@ -76,7 +82,13 @@ func TestTimeoutAfterWritingIsMaybeSent(t *testing.T) {
 func TestResetAfterWritingIsMaybeSent(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		panic(http.ErrAbortHandler) // the request was read; the stream is reset
+		// Read the whole request first: a handler runs when the headers
+		// arrive, and a reset sent before the body can overtake it, making
+		// a request that was never complete (then "not sent" is true).
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		panic(http.ErrAbortHandler) // the stream is reset with no answer
 	}))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
@@ -87,6 +99,137 @@ func TestResetAfterWritingIsMaybeSent(t *testing.T) {
 	if res.Outcome != oncepush.OutcomeMaybeSent {
 		t.Fatalf("reset after writing: %v %q, want maybe-sent", res.Outcome, res.Text)
 	}
+}
+
+// TestResetBeforeTheBodyWasSentIsNotSent is the other side of the rule: a
+// provider that resets the stream when the headers arrive, before the client
+// could send the body (the server grants no flow-control window beyond the
+// first 64 KiB of 1 MiB), never had a request it could act on.
+func TestResetBeforeTheBodyWasSentIsNotSent(t *testing.T) {
+	t.Parallel()
+	srv := newH2Server(t, func(int64) h2Answer { return h2OK })
+	srv.onHeaders = h2Reset(http2.ErrCodeInternal)
+	transport := NewTransport(srv.client, nil)
+	defer transport.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodPost, "https://"+srv.addr+"/send", bytes.NewReader(make([]byte, 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, res := Do(&http.Client{Transport: transport}, req)
+	if res.Outcome != oncepush.OutcomeRetry {
+		t.Errorf("%v %q, want retry: the body never left", res.Outcome, res.Text)
+	}
+	if n := srv.complete.Load(); n != 0 {
+		t.Errorf("the server read %d complete requests, want 0", n)
+	}
+}
+
+// TestCancelWhileTheLastFrameIsWrittenIsMaybeSent attacks a "not sent"
+// inferred from the transport's report that it wrote the request
+// (httptrace's WroteRequest): when the send's context ends, net/http's
+// HTTP/2 RoundTrip returns at once, without waiting for the goroutine that
+// writes the request, so the report can come after Do has answered. Here the
+// last frame (DATA with END_STREAM) is held on its way to the network while
+// the context is cancelled, then let through: the provider gets the whole
+// request, and Do must not have said it was never sent.
+func TestCancelWhileTheLastFrameIsWrittenIsMaybeSent(t *testing.T) {
+	t.Parallel()
+	complete := make(chan struct{})
+	srv := newH2CServer(t, func(int64) h2Answer {
+		return func(*http2.Framer, uint32) error { close(complete); return nil } // read, never answered
+	})
+	gate := &endGate{held: make(chan struct{}), open: make(chan struct{})}
+	defer gate.release()
+	transport := NewTransport(nil, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		gate.mu.Lock()
+		gate.Conn = c
+		gate.mu.Unlock()
+		return gate, nil
+	})
+	transport.Protocols = new(http.Protocols)
+	transport.Protocols.SetUnencryptedHTTP2(true)
+	defer transport.CloseIdleConnections()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.addr+"/send", bytes.NewReader([]byte(`{"message":{"token":"t"}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan oncepush.Result)
+	go func() {
+		_, res := Do(&http.Client{Transport: transport}, req)
+		done <- res
+	}()
+	<-gate.held // the whole request is the transport's; its end is not on the wire yet
+	cancel()    // the send timeout
+	res := <-done
+	gate.release() // the network delivers the last frame after all
+	<-complete     // and the provider has the whole request
+	if res.Outcome != oncepush.OutcomeMaybeSent {
+		t.Errorf("%v %q, want maybe-sent: the provider got the whole request", res.Outcome, res.Text)
+	}
+}
+
+// endGate is a client connection that holds the write carrying the end of a
+// request (an HTTP/2 DATA frame with END_STREAM) until release. It reads the
+// frame headers of what the client writes: the preface, then frames.
+type endGate struct {
+	mu sync.Mutex
+	net.Conn
+
+	held     chan struct{} // closed when the write carrying END_STREAM is held
+	open     chan struct{} // closed by release
+	heldOnce sync.Once
+	openOnce sync.Once
+
+	seen   int    // bytes of the stream parsed
+	header []byte // the frame header being read
+	skip   int    // payload bytes of the current frame still to come
+}
+
+func (g *endGate) release() { g.openOnce.Do(func() { close(g.open) }) }
+
+func (g *endGate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	end := g.carriesEnd(p)
+	c := g.Conn
+	g.mu.Unlock()
+	if end {
+		g.heldOnce.Do(func() { close(g.held) })
+		<-g.open
+	}
+	return c.Write(p)
+}
+
+// carriesEnd parses p as the next bytes of the client's stream and reports
+// whether a DATA frame with END_STREAM starts in it.
+func (g *endGate) carriesEnd(p []byte) bool {
+	end := false
+	for len(p) > 0 {
+		switch {
+		case g.seen < len(http2.ClientPreface):
+			n := min(len(p), len(http2.ClientPreface)-g.seen)
+			g.seen, p = g.seen+n, p[n:]
+		case g.skip > 0:
+			n := min(len(p), g.skip)
+			g.skip, p = g.skip-n, p[n:]
+		default:
+			n := min(len(p), 9-len(g.header))
+			g.header, p = append(g.header, p[:n]...), p[n:]
+			if len(g.header) == 9 {
+				length := int(g.header[0])<<16 | int(g.header[1])<<8 | int(g.header[2])
+				typ, flags := http2.FrameType(g.header[3]), http2.Flags(g.header[4])
+				end = end || typ == http2.FrameData && flags.Has(http2.FlagDataEndStream)
+				g.skip, g.header = length, g.header[:0]
+			}
+		}
+	}
+	return end
 }
 
 func TestRetryAfter(t *testing.T) {
