@@ -140,7 +140,10 @@ func CheckStart(ctx context.Context) error {
 	return nil
 }
 
-func withStartCheck(ctx context.Context, check func() error) context.Context {
+// WithStartCheck returns a context whose CheckStart calls check. The engine
+// gives every send such a context; it is exported for provider tests and for
+// code that calls a Provider itself.
+func WithStartCheck(ctx context.Context, check func() error) context.Context {
 	return context.WithValue(ctx, startCheckKey{}, check)
 }
 

@@ -169,7 +169,7 @@ func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.
 		return
 	}
 	timeout := min(c.cfg.SendTimeout, sendEnd.Sub(c.clockNow()))
-	ctx, cancel := context.WithTimeout(withStartCheck(ctx, mayStart), timeout)
+	ctx, cancel := context.WithTimeout(WithStartCheck(ctx, mayStart), timeout)
 	defer cancel()
 	p.started = true
 	start := time.Now()

@@ -286,7 +286,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	}
 	jwt, err := p.jwt.current()
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + err.Error()}
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	res, expired := p.post(ctx, token, s, body, jwt)
 	if !expired || ctx.Err() != nil {
@@ -307,7 +307,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 func (p *Provider) post(ctx context.Context, token string, s *oncepush.Submission, body []byte, jwt string) (res oncepush.Result, expired bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.deviceURL+token, bytes.NewReader(body))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: cannot build the request"}, false
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: cannot build the request"}, false
 	}
 	h := req.Header
 	h.Set("authorization", "bearer "+jwt)

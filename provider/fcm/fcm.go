@@ -209,7 +209,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 func (p *Provider) post(ctx context.Context, token string, body []byte) (*httpsend.Response, oncepush.Result) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(body))
 	if err != nil {
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + err.Error()}
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")

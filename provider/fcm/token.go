@@ -62,7 +62,7 @@ func (c *tokenCache) get(ctx context.Context) (string, oncepush.Result) {
 	case <-f.done:
 		return f.token, f.res
 	case <-ctx.Done():
-		return "", oncepush.Result{Outcome: oncepush.OutcomeRetry,
+		return "", oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true,
 			Text: "request not sent: no access token yet: " + ctx.Err().Error()}
 	}
 }
@@ -99,14 +99,14 @@ func (c *tokenCache) request() (*oauth2.Token, oncepush.Result) {
 	token, err := c.conf.TokenSource(ctx).Token()
 	if err == nil {
 		if token.AccessToken == "" {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: the token endpoint answered no access_token"}
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: the token endpoint answered no access_token"}
 		}
 		return token, oncepush.Result{}
 	}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) || re.Response == nil {
 		// The token endpoint could not be reached: nothing reached FCM either.
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: access token: " + err.Error()}
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: access token: " + err.Error()}
 	}
 	status := re.Response.StatusCode
 	var body struct {

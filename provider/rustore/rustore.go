@@ -157,7 +157,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(body))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + err.Error()}
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+string(p.auth))
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")

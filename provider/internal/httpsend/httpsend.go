@@ -118,7 +118,7 @@ func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 		// is final.
 		sent.Close()
 		if !sent.handedOutAll() {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: " + cause(err)}
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + cause(err)}
 		}
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
 	}
@@ -143,13 +143,14 @@ func withOnceBody(req *http.Request) (*http.Request, oncepush.Result) {
 		b, err = io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "request not sent: read the request body: " + err.Error()}
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: read the request body: " + err.Error()}
 		}
 	}
 	out := req.Clone(req.Context())
 	// Even an empty body is a onceBody: net/http resends a request with no
 	// body (nil or http.NoBody) as freely as one it can rewind.
-	out.Body = &onceBody{rest: b}
+	ctx := req.Context()
+	out.Body = &onceBody{rest: b, mayStart: func() error { return oncepush.CheckStart(ctx) }}
 	out.GetBody = nil
 	out.ContentLength = int64(len(b))
 	return out, oncepush.Result{}
@@ -171,11 +172,19 @@ var errBodyClosed = errors.New("httpsend: request body already closed; it is sen
 // stream, which net/http sends only after EOF. And none of the providers'
 // bodies (a JSON document; Web Push's single encrypted record, authenticated
 // by a tag at its end) can be acted on from a prefix.
+//
+// Its first Read asks the engine whether the send may still start
+// (oncepush.CheckStart): the transport reads the body only once it has a
+// connection and is about to write, the last instant before the provider can
+// have the request. A refusal is an error before any byte is handed out, so the
+// send is "not sent".
 type onceBody struct {
-	mu      sync.Mutex
-	rest    []byte // not handed out yet
-	lastOut bool   // the last byte (or an empty body's EOF) was handed out
-	closed  bool
+	mu       sync.Mutex
+	rest     []byte // not handed out yet
+	lastOut  bool   // the last byte (or an empty body's EOF) was handed out
+	closed   bool
+	mayStart func() error // checked once, at the first Read
+	checked  bool
 }
 
 func (b *onceBody) Read(p []byte) (int, error) {
@@ -183,6 +192,13 @@ func (b *onceBody) Read(p []byte) (int, error) {
 	defer b.mu.Unlock()
 	if b.closed {
 		return 0, errBodyClosed
+	}
+	if !b.checked {
+		b.checked = true
+		if err := b.mayStart(); err != nil {
+			b.closed = true
+			return 0, err
+		}
 	}
 	if len(b.rest) == 0 {
 		b.lastOut = true

@@ -248,3 +248,54 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestLateStartIsRefusedBeforeTheBody: the engine's start check, asked when
+// the transport first reads the body (it has a connection and is about to
+// write), refuses a send whose run is past its budget or lease. The provider
+// must get no complete request, and the answer must say "never left".
+func TestLateStartIsRefusedBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	got := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err == nil {
+			mu.Lock()
+			got++
+			mu.Unlock()
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+
+	client := srv.Client()
+	for _, proto := range []string{"HTTP/2", "HTTP/1.1"} {
+		tr := client.Transport.(*http.Transport).Clone()
+		if proto == "HTTP/1.1" {
+			tr.ForceAttemptHTTP2 = false
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		checked := 0
+		ctx := oncepush.WithStartCheck(t.Context(), func() error {
+			checked++
+			return oncepush.ErrLateStart
+		})
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/send", bytes.NewReader([]byte(`{"message":{}}`)))
+		_, res := Do(&http.Client{Transport: tr}, req)
+		if res.Outcome != oncepush.OutcomeRetry || !res.Unsent || checked != 1 {
+			t.Fatalf("%s: late start answered %v unsent=%v %q after %d checks; want a retry that never left, checked once",
+				proto, res.Outcome, res.Unsent, res.Text, checked)
+		}
+		// A send that may start goes out, once.
+		ok := oncepush.WithStartCheck(t.Context(), func() error { return nil })
+		req, _ = http.NewRequestWithContext(ok, "POST", srv.URL+"/send", bytes.NewReader([]byte(`{"message":{}}`)))
+		if resp, res := Do(&http.Client{Transport: tr}, req); resp == nil || resp.Status != 200 {
+			t.Fatalf("%s: allowed send: %+v %v %q", proto, resp, res.Outcome, res.Text)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got != 2 {
+		t.Fatalf("the server read %d complete requests, want the 2 allowed ones", got)
+	}
+}
