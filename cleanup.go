@@ -23,7 +23,8 @@ type CleanupStats struct {
 	Deliveries int // finished deliveries past retention deleted (their dedup keys freed)
 	Messages   int // messages left without deliveries deleted
 	Sessions   int // revoked sessions forgotten
-	// Idempotency counts the server's idempotency records past retention deleted.
+	// Idempotency counts the recorded requests (SendOptions.RequestHash)
+	// deleted because the deliveries deleted were the last to hold their key.
 	Idempotency int
 	// Overdue counts pending deliveries due for longer than a lease: workers are
 	// down or falling behind. OldestDue is the oldest such due time.
@@ -32,9 +33,10 @@ type CleanupStats struct {
 }
 
 // Cleanup runs one cleanup round if no other process holds the cleanup lock:
-// deletes finished deliveries past retention and messages left without
-// deliveries, in bounded batches, and reports (and logs) pending work overdue by
-// more than a lease. Started clients run it every CleanupInterval.
+// deletes finished deliveries past retention, with the recorded requests whose
+// key they were the last to hold, and messages left without deliveries, in
+// bounded batches, and reports (and logs) pending work overdue by more than a
+// lease. Started clients run it every CleanupInterval.
 func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 	ex := c.driver.Exec()
 	st := &CleanupStats{}
@@ -46,18 +48,25 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 		return st, nil
 	}
 	st.Ran = true
+	for range cleanupMaxBatches {
+		n, err := c.cleanupFinished(ctx, st)
+		if err != nil {
+			return st, fmt.Errorf("oncepush: cleanup deliveries: %w", err)
+		}
+		if n < cleanupBatch {
+			break
+		}
+	}
 	steps := []struct {
 		name string
 		fn   func(context.Context, *driver.CleanupParams) (int, error)
 		age  time.Duration
 		n    *int
 	}{
-		{"deliveries", ex.DeliveryDeleteFinished, c.cfg.Retention, &st.Deliveries},
 		// A message is written with its deliveries in one transaction, so an
 		// orphan is old by construction; the age only keeps the scan short.
 		{"messages", ex.MessageDeleteOrphans, time.Minute, &st.Messages},
 		{"sessions", ex.SessionDeleteRevoked, c.cfg.Retention, &st.Sessions},
-		{"idempotency records", ex.IdempotencyDeleteOld, c.cfg.Retention, &st.Idempotency},
 	}
 	for _, s := range steps {
 		for range cleanupMaxBatches {
@@ -81,8 +90,38 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 		c.wake()
 	}
 	c.log.DebugContext(ctx, "cleanup done", slog.Int("deliveries", st.Deliveries), slog.Int("messages", st.Messages),
-		slog.Int("sessions", st.Sessions), slog.Int("overdue", st.Overdue))
+		slog.Int("sessions", st.Sessions), slog.Int("idempotency", st.Idempotency), slog.Int("overdue", st.Overdue))
 	return st, nil
+}
+
+// cleanupFinished deletes one batch of finished deliveries past retention
+// and, in the same transaction, the recorded requests of the keys no delivery
+// holds any more: a record lives exactly as long as the key it guards, so a
+// send still pending (scheduled days ahead, retrying for hours) keeps both.
+// It returns the number of deliveries deleted.
+func (c *Client[TTx]) cleanupFinished(ctx context.Context, st *CleanupStats) (int, error) {
+	var deleted, records int
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		del, err := ex.DeliveryDeleteFinished(ctx, &driver.CleanupParams{Now: c.now(), Age: c.cfg.Retention, Limit: cleanupBatch})
+		if err != nil {
+			return err
+		}
+		deleted = del.Count
+		records, err = freeHeld(ctx, ex, del)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	st.Deliveries += deleted
+	st.Idempotency += records
+	return deleted, nil
+}
+
+// freeHeld deletes what deleted deliveries were the last to hold: the
+// recorded requests of their dedup keys. Run it in the deleting transaction.
+func freeHeld(ctx context.Context, ex driver.Executor, del *driver.DeletedDeliveries) (records int, err error) {
+	return ex.IdempotencyDeleteFreed(ctx, del.DedupKeys)
 }
 
 func (c *Client[TTx]) cleanupLoop(ctx context.Context) {

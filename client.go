@@ -344,13 +344,23 @@ func (c *Client[TTx]) RevokeSession(ctx context.Context, session string) error {
 	return nil
 }
 
-// DeleteRecipient removes the recipient's devices and deliveries (with their
-// ledger). A run holding one of its deliveries records nothing for it.
+// DeleteRecipient removes the recipient's devices, preferences and deliveries
+// (with their ledger), and with them the recorded requests whose dedup key no
+// other delivery holds. A run holding one of its deliveries records nothing
+// for it.
 func (c *Client[TTx]) DeleteRecipient(ctx context.Context, recipient string) error {
 	if err := validateRecipient("recipient", recipient); err != nil {
 		return err
 	}
-	if _, err := c.driver.Exec().RecipientDelete(ctx, recipient); err != nil {
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		res, err := ex.RecipientDelete(ctx, recipient)
+		if err != nil {
+			return err
+		}
+		_, err = freeHeld(ctx, ex, &res.Deliveries)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("oncepush: delete recipient: %w", err)
 	}
 	return nil

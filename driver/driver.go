@@ -176,7 +176,7 @@ type Executor interface {
 	// SessionRevoke records the session as revoked and deletes its devices.
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
 	// RecipientDelete deletes a recipient's devices, deliveries (with their
-	// ledger) and preferences.
+	// ledger) and preferences, and says what the deliveries held.
 	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
 
 	// --- reading the ledger
@@ -197,8 +197,10 @@ type Executor interface {
 	LockAcquire(ctx context.Context, p *LockParams) (bool, error)
 	// LockRelease frees the named lock if Owner holds it.
 	LockRelease(ctx context.Context, p *LockParams) error
-	// DeliveryDeleteFinished deletes up to Limit deliveries finished before now-Age.
-	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (int, error)
+	// DeliveryDeleteFinished deletes up to Limit deliveries finished before
+	// now-Age, oldest first, skipping rows locked by others, and says what
+	// they held.
+	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (*DeletedDeliveries, error)
 	// MessageDeleteOrphans deletes up to Limit messages with no delivery left that
 	// were created before now-Age.
 	MessageDeleteOrphans(ctx context.Context, p *CleanupParams) (int, error)
@@ -235,8 +237,12 @@ type Executor interface {
 
 	// IdempotencyGet returns the recorded request of key, or ErrNotFound.
 	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)
-	// IdempotencyDeleteOld deletes up to Limit records created before now-Age.
-	IdempotencyDeleteOld(ctx context.Context, p *CleanupParams) (int, error)
+	// IdempotencyDeleteFreed deletes the records of those keys that no
+	// delivery holds any more, and returns how many. The engine calls it in
+	// the transaction that deleted the deliveries (DeletedDeliveries.DedupKeys);
+	// two transactions deleting deliveries of one key at once must not both
+	// keep its record (PostgreSQL locks the records before it looks).
+	IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error)
 }
 
 // APIKey is a server API key. The secret itself is never stored: Hash is the
@@ -264,7 +270,8 @@ type Preference struct {
 }
 
 // IdempotencyRecord is what a recorded request did: the hash of the request
-// and the first send's result.
+// and the first send's result. It lives exactly as long as its key: until no
+// delivery holds Key any more.
 type IdempotencyRecord struct {
 	Key         string
 	RequestHash []byte
@@ -448,10 +455,18 @@ type DeviceUnregisterParams struct {
 	Recipient string // "" = whoever owns it
 }
 
-// RecipientDeleteResult counts what RecipientDelete removed.
+// RecipientDeleteResult says what RecipientDelete removed.
 type RecipientDeleteResult struct {
 	Devices    int
-	Deliveries int
+	Deliveries DeletedDeliveries
+}
+
+// DeletedDeliveries says what a deletion of deliveries removed: how many rows,
+// and the dedup keys they held. A key in DedupKeys may now be held by no
+// delivery, and its recorded request must go with it (IdempotencyDeleteFreed).
+type DeletedDeliveries struct {
+	Count     int
+	DedupKeys []string // distinct, never ""
 }
 
 // Delivery is a stored delivery with its ledger.

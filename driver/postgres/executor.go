@@ -298,11 +298,9 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 			return err
 		}
 		res.Devices = int(tag.RowsAffected())
-		tag, err = tx.Exec(ctx, q.Get("DeliveryDeleteByRecipient"), args)
-		if err != nil {
+		if err := scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries); err != nil {
 			return err
 		}
-		res.Deliveries = int(tag.RowsAffected())
 		_, err = tx.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), args)
 		return err
 	})
@@ -394,8 +392,16 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 	return int(tag.RowsAffected()), err
 }
 
-func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+// scanDeleted reads the one row of DeliveryDeleteFinished and DeliveryDeleteByRecipient.
+func scanDeleted(row pgx.Row, d *driver.DeletedDeliveries) error {
+	return row.Scan(&d.Count, &d.DedupKeys)
+}
+
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (*driver.DeletedDeliveries, error) {
+	d := &driver.DeletedDeliveries{}
+	err := scanDeleted(e.db.QueryRow(ctx, q.Get("DeliveryDeleteFinished"),
+		named{"now": p.Now, "age_us": micros(p.Age), "max": p.Limit}), d)
+	return d, err
 }
 
 func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
@@ -527,6 +533,25 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	return r, translate(err)
 }
 
-func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "IdempotencyDeleteOld", p)
+// IdempotencyDeleteFreed locks the records, then looks for deliveries holding
+// their keys in a statement of its own, whose snapshot sees what a concurrent
+// deleter of those deliveries committed while this one waited for the lock.
+// One round trip: a batch runs in one (implicit) transaction.
+func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(q.Get("IdempotencyLockMany"), named{"keys": keys})
+	b.Queue(q.Get("IdempotencyDeleteFreed"), named{"keys": keys})
+	br := e.db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return int(tag.RowsAffected()), err
 }

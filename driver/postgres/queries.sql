@@ -201,8 +201,15 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
 
--- name: DeliveryDeleteByRecipient :execrows
-DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+-- name: DeliveryDeleteByRecipient :one
+-- As DeliveryDeleteFinished: the count and the dedup keys the rows held.
+WITH gone AS (
+    DELETE FROM oncepush_delivery WHERE recipient = @recipient
+    RETURNING dedup_key
+)
+SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
+FROM gone;
 
 -- name: DeliveryGet :one
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
@@ -241,7 +248,9 @@ RETURNING owner;
 -- name: LockRelease :exec
 DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 
--- name: DeliveryDeleteFinished :execrows
+-- name: DeliveryDeleteFinished :one
+-- Returns how many rows it deleted and the dedup keys they held, so that
+-- the same transaction can delete the records of keys now free.
 WITH old AS MATERIALIZED (
     SELECT id FROM oncepush_delivery
     WHERE status <> 'pending'
@@ -249,8 +258,13 @@ WITH old AS MATERIALIZED (
     ORDER BY finished_at
     LIMIT @max
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM oncepush_delivery d USING old WHERE d.id = old.id
+    RETURNING d.dedup_key
 )
-DELETE FROM oncepush_delivery d USING old WHERE d.id = old.id;
+SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
+FROM gone;
 
 -- name: MessageDeleteOrphans :execrows
 WITH old AS MATERIALIZED (
@@ -349,11 +363,15 @@ DELETE FROM oncepush_preference WHERE recipient = @recipient;
 -- name: IdempotencyGet :one
 SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
--- name: IdempotencyDeleteOld :execrows
-WITH old AS MATERIALIZED (
-    SELECT key FROM oncepush_idempotency
-    WHERE created_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
-    ORDER BY created_at
-    LIMIT @max
-)
-DELETE FROM oncepush_idempotency i USING old WHERE i.key = old.key;
+-- name: IdempotencyLockMany :exec
+-- Before IdempotencyDeleteFreed, in the same transaction: two transactions
+-- each deleting some deliveries of one key would otherwise both still see the
+-- other's and both keep the record. Locked in key order, so never a deadlock.
+SELECT key FROM oncepush_idempotency WHERE key = ANY (@keys::text[]) ORDER BY key FOR UPDATE;
+
+-- name: IdempotencyDeleteFreed :execrows
+-- A record lives as long as the dedup key it guards: until no delivery holds
+-- the key (read through oncepush_delivery_dedup, which leads with the key).
+DELETE FROM oncepush_idempotency i
+WHERE i.key = ANY (@keys::text[])
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = i.key);

@@ -572,7 +572,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
 			return err
 		}
-		if res.Deliveries, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryDeleteByRecipient"), arg)); err != nil {
+		if err := collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg); err != nil {
 			return err
 		}
 		_, err = db.ExecContext(ctx, q.Get("PreferenceDeleteByRecipient"), arg)
@@ -651,8 +651,35 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 	})
 }
 
-func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+// collectDeleted runs a DELETE … RETURNING dedup_key and gathers what the
+// deleted rows held.
+func collectDeleted(ctx context.Context, db dbtx, d *driver.DeletedDeliveries, text string, args ...any) error {
+	keys, err := query(ctx, db, func(r scanner) (sql.NullString, error) {
+		var k sql.NullString
+		err := r.Scan(&k)
+		return k, err
+	}, text, args...)
+	if err != nil {
+		return err
+	}
+	d.Count = len(keys)
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if k.Valid && k.String != "" && !seen[k.String] {
+			seen[k.String] = true
+			d.DedupKeys = append(d.DedupKeys, k.String)
+		}
+	}
+	return nil
+}
+
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (*driver.DeletedDeliveries, error) {
+	d := &driver.DeletedDeliveries{}
+	err := e.write(ctx, func(db dbtx) error {
+		return collectDeleted(ctx, db, d, q.Get("DeliveryDeleteFinished"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit))
+	})
+	return d, err
 }
 
 func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
@@ -796,6 +823,15 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	return r, nil
 }
 
-func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "IdempotencyDeleteOld", p)
+func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	list, err := jsonList(keys)
+	if err != nil {
+		return 0, err
+	}
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("IdempotencyDeleteFreed"), sql.Named("keys", list)))
+	})
 }

@@ -201,9 +201,11 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
 
--- name: DeliveryDeleteByRecipient :execrows
+-- name: DeliveryDeleteByRecipient :many
 -- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
-DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+-- Returns the dedup key of each row deleted (NULL when it had none).
+DELETE FROM oncepush_delivery WHERE recipient = @recipient
+RETURNING dedup_key;
 
 -- name: DeliveryGet :one
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
@@ -241,15 +243,17 @@ RETURNING owner;
 -- name: LockRelease :exec
 DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 
--- name: DeliveryDeleteFinished :execrows
+-- name: DeliveryDeleteFinished :many
 -- One statement, so no row can change between choosing and deleting (and no
 -- SKIP LOCKED is needed: the statement holds the write lock throughout).
+-- Returns the dedup key of each row deleted (NULL when it had none).
 DELETE FROM oncepush_delivery
 WHERE id IN (SELECT id FROM oncepush_delivery
              WHERE status <> 'pending'
                AND finished_at < @now - @age_us
              ORDER BY finished_at
-             LIMIT @max);
+             LIMIT @max)
+RETURNING dedup_key;
 
 -- name: MessageDeleteOrphans :execrows
 DELETE FROM oncepush_message
@@ -365,9 +369,11 @@ ON CONFLICT (key) DO NOTHING;
 -- name: IdempotencyGet :one
 SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
--- name: IdempotencyDeleteOld :execrows
+-- name: IdempotencyDeleteFreed :execrows
+-- A record lives as long as the dedup key it guards: until no delivery holds
+-- the key (read through oncepush_delivery_dedup, which leads with the key).
+-- @keys: a JSON array. The write lock makes the check and the delete one
+-- step: no other transaction deletes deliveries in between.
 DELETE FROM oncepush_idempotency
-WHERE key IN (SELECT key FROM oncepush_idempotency
-              WHERE created_at < @now - @age_us
-              ORDER BY created_at
-              LIMIT @max);
+WHERE key IN (SELECT value FROM json_each(@keys))
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = oncepush_idempotency.key);

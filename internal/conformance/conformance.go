@@ -84,6 +84,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"ServerAPIKeys", testAPIKeys[TTx]},
 		{"ServerPreferences", testPreferences[TTx]},
 		{"RecordedRequests", testRecordedRequests[TTx]},
+		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
+		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
 		{"ServerMessageReads", testMessageReads[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
