@@ -201,9 +201,19 @@ type Executor interface {
 	// now-Age, oldest first, skipping rows locked by others, and says what
 	// they held.
 	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (*DeletedDeliveries, error)
-	// MessageDeleteOrphans deletes up to Limit messages with no delivery left that
-	// were created before now-Age.
-	MessageDeleteOrphans(ctx context.Context, p *CleanupParams) (int, error)
+	// MessageDeleteOrphans deletes those of the messages that have no delivery
+	// left, and returns how many. The engine calls it in the transaction that
+	// deleted the deliveries (DeletedDeliveries.MessageIDs); as with
+	// IdempotencyDeleteFreed, two transactions deleting deliveries of one
+	// message at once must not both keep it.
+	MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error)
+	// MessageSweepOrphans looks at the Limit messages after AfterID in id
+	// order, deletes those without deliveries, and returns how many it deleted
+	// and the last id it looked at (0 when there was no message after
+	// AfterID). It finds the orphans no deletion of deliveries left: a send
+	// whose recipients were all duplicates, interrupted before it deleted its
+	// message again.
+	MessageSweepOrphans(ctx context.Context, p *SweepParams) (deleted int, last int64, err error)
 	// SessionDeleteRevoked forgets up to Limit sessions revoked before now-Age.
 	SessionDeleteRevoked(ctx context.Context, p *CleanupParams) (int, error)
 	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
@@ -462,11 +472,13 @@ type RecipientDeleteResult struct {
 }
 
 // DeletedDeliveries says what a deletion of deliveries removed: how many rows,
-// and the dedup keys they held. A key in DedupKeys may now be held by no
-// delivery, and its recorded request must go with it (IdempotencyDeleteFreed).
+// and the messages and dedup keys they held. A message in MessageIDs may now
+// have no delivery left (MessageDeleteOrphans), a key in DedupKeys may be held
+// by none, and its recorded request must go with it (IdempotencyDeleteFreed).
 type DeletedDeliveries struct {
-	Count     int
-	DedupKeys []string // distinct, never ""
+	Count      int
+	MessageIDs []int64  // distinct
+	DedupKeys  []string // distinct, never ""
 }
 
 // Delivery is a stored delivery with its ledger.
@@ -499,6 +511,12 @@ type CleanupParams struct {
 	Now   *time.Time
 	Age   time.Duration
 	Limit int
+}
+
+// SweepParams is one batch of the orphan sweep: Limit messages after AfterID.
+type SweepParams struct {
+	AfterID int64
+	Limit   int
 }
 
 // AttachAttempts fills each delivery's Devices with its ledger rows, read with

@@ -15,13 +15,14 @@ import (
 	"github.com/oncepush/oncepush/internal/testdb"
 )
 
-// TestRecordFreedByConcurrentDeleters: two transactions each delete one of
-// the two deliveries holding a key, and each then looks for deliveries still
-// holding it. Under READ COMMITTED each still sees the other's uncommitted
-// row; without a lock both would keep the record, which then nobody would
-// ever delete. The second must wait for the first and see its commit.
-// (SQLite has one writer at a time; the race cannot arise there.)
-func TestRecordFreedByConcurrentDeleters(t *testing.T) {
+// TestConcurrentDeletersFreeWhatTheyHeld: two transactions each delete one
+// of a message's two deliveries, which hold one key, and each then looks for
+// deliveries still referencing the message and holding the key. Under READ
+// COMMITTED each still sees the other's uncommitted row; without a lock both
+// would keep the message and the record, which then nobody would ever
+// delete. The second must wait for the first and see its commit. (SQLite has
+// one writer at a time; the race cannot arise there.)
+func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := testdb.Pool(t, testdb.Schema(t), 4)
@@ -33,13 +34,14 @@ func TestRecordFreedByConcurrentDeleters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, []string{"r1", "r2"}, oncepush.Message{Title: "t"},
-		&oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}}); err != nil {
+	sent, err := c.Send(ctx, []string{"r1", "r2"}, oncepush.Message{Title: "t"},
+		&oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}})
+	if err != nil {
 		t.Fatal(err)
 	}
 
 	// Each transaction deletes its recipient's delivery: neither waits.
-	begin := func(recipient string) (pgx.Tx, driver.Executor, []string) {
+	begin := func(recipient string) (pgx.Tx, driver.Executor, *driver.DeletedDeliveries) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -50,47 +52,54 @@ func TestRecordFreedByConcurrentDeleters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tx, ex, res.Deliveries.DedupKeys
+		return tx, ex, &res.Deliveries
 	}
-	tx1, ex1, keys1 := begin("r1")
-	tx2, ex2, keys2 := begin("r2")
+	// What the engine does after deleting deliveries (freeHeld).
+	type freed struct {
+		messages, records int
+		err               error
+	}
+	free := func(ex driver.Executor, del *driver.DeletedDeliveries) (f freed) {
+		if f.messages, f.err = ex.MessageDeleteOrphans(ctx, del.MessageIDs); f.err == nil {
+			f.records, f.err = ex.IdempotencyDeleteFreed(ctx, del.DedupKeys)
+		}
+		return f
+	}
+	tx1, ex1, del1 := begin("r1")
+	tx2, ex2, del2 := begin("r2")
 	var pid2 uint32
 	if err := tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2); err != nil {
 		t.Fatal(err)
 	}
 
-	if n, err := ex1.IdempotencyDeleteFreed(ctx, keys1); err != nil || n != 0 {
-		t.Fatalf("first: %d, %v; want the record kept (r2's delivery is not deleted yet)", n, err)
+	if f := free(ex1, del1); f != (freed{}) {
+		t.Fatalf("first: %+v; want message and record kept (r2's delivery is not deleted yet)", f)
 	}
-	type result struct {
-		n   int
-		err error
-	}
-	second := make(chan result, 1)
-	go func() {
-		n, err := ex2.IdempotencyDeleteFreed(ctx, keys2)
-		second <- result{n, err}
-	}()
-	// The second either answers at once (it did not wait: the record stays
-	// forever) or waits for the first's lock.
+	second := make(chan freed, 1)
+	go func() { second <- free(ex2, del2) }()
+	// The second either answers at once (it did not wait: message and record
+	// stay forever) or waits for the first's lock.
 	select {
-	case r := <-second:
+	case f := <-second:
 		_ = tx1.Commit(ctx)
 		_ = tx2.Commit(ctx)
-		t.Fatalf("the second deleter answered %d, %v without waiting for the first", r.n, r.err)
+		t.Fatalf("the second deleter answered %+v without waiting for the first", f)
 	case <-waitForLock(t, pool, pid2):
 	}
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := <-second
-	if r.err != nil || r.n != 1 {
-		t.Fatalf("second, after the first committed: %d, %v; want the record deleted", r.n, r.err)
+	if f := <-second; f != (freed{messages: 1, records: 1}) {
+		t.Fatalf("second, after the first committed: %+v; want the message and the record deleted", f)
 	}
 	if err := tx2.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := drv.Exec().IdempotencyGet(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
+	ex := drv.Exec()
+	if m, err := ex.MessageGet(ctx, sent.MessageID); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("message left behind: %+v, %v", m, err)
+	}
+	if rec, err := ex.IdempotencyGet(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("record left behind: %+v, %v", rec, err)
 	}
 }

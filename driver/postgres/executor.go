@@ -394,7 +394,7 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 
 // scanDeleted reads the one row of DeliveryDeleteFinished and DeliveryDeleteByRecipient.
 func scanDeleted(row pgx.Row, d *driver.DeletedDeliveries) error {
-	return row.Scan(&d.Count, &d.DedupKeys)
+	return row.Scan(&d.Count, &d.MessageIDs, &d.DedupKeys)
 }
 
 func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (*driver.DeletedDeliveries, error) {
@@ -404,8 +404,40 @@ func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.Cleanup
 	return d, err
 }
 
-func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+func (e *executor) MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return e.lockThenDelete(ctx, "MessageLockMany", "MessageDeleteOrphans", named{"ids": ids})
+}
+
+func (e *executor) MessageSweepOrphans(ctx context.Context, p *driver.SweepParams) (int, int64, error) {
+	var n int
+	var last int64
+	err := e.db.QueryRow(ctx, q.Get("MessageSweepOrphans"), named{"after_id": p.AfterID, "max": p.Limit}).Scan(&n, &last)
+	return n, last, err
+}
+
+// lockThenDelete locks rows, then deletes those no delivery references any
+// more in a statement of its own, whose snapshot sees what a concurrent
+// deleter of those deliveries committed while this one waited for the lock.
+// Under READ COMMITTED two such deleters would otherwise each still see the
+// other's delivery and both keep the row, which nothing would delete later.
+// One round trip: a batch runs in one (implicit) transaction.
+func (e *executor) lockThenDelete(ctx context.Context, lock, del string, args named) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue(q.Get(lock), args)
+	b.Queue(q.Get(del), args)
+	br := e.db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {
@@ -533,25 +565,9 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	return r, translate(err)
 }
 
-// IdempotencyDeleteFreed locks the records, then looks for deliveries holding
-// their keys in a statement of its own, whose snapshot sees what a concurrent
-// deleter of those deliveries committed while this one waited for the lock.
-// One round trip: a batch runs in one (implicit) transaction.
 func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(q.Get("IdempotencyLockMany"), named{"keys": keys})
-	b.Queue(q.Get("IdempotencyDeleteFreed"), named{"keys": keys})
-	br := e.db.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return 0, err
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return int(tag.RowsAffected()), err
+	return e.lockThenDelete(ctx, "IdempotencyLockMany", "IdempotencyDeleteFreed", named{"keys": keys})
 }

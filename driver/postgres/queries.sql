@@ -202,12 +202,14 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 DELETE FROM oncepush_device WHERE recipient = @recipient;
 
 -- name: DeliveryDeleteByRecipient :one
--- As DeliveryDeleteFinished: the count and the dedup keys the rows held.
+-- As DeliveryDeleteFinished: the count, and the messages and dedup keys the
+-- rows held.
 WITH gone AS (
     DELETE FROM oncepush_delivery WHERE recipient = @recipient
-    RETURNING dedup_key
+    RETURNING message_id, dedup_key
 )
 SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT message_id), '{}'),
        coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
 FROM gone;
 
@@ -249,8 +251,10 @@ RETURNING owner;
 DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 
 -- name: DeliveryDeleteFinished :one
--- Returns how many rows it deleted and the dedup keys they held, so that
--- the same transaction can delete the records of keys now free.
+-- Returns how many rows it deleted and the messages and dedup keys they
+-- held, so that the same transaction can check just those for orphans and
+-- freed keys. "= ANY (ARRAY(…))" rather than a join with the CTE: a generic
+-- plan, which cannot know @max, would otherwise hash-join the whole table.
 WITH old AS MATERIALIZED (
     SELECT id FROM oncepush_delivery
     WHERE status <> 'pending'
@@ -259,31 +263,50 @@ WITH old AS MATERIALIZED (
     LIMIT @max
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM oncepush_delivery d USING old WHERE d.id = old.id
-    RETURNING d.dedup_key
+    DELETE FROM oncepush_delivery d WHERE d.id = ANY (ARRAY(SELECT id FROM old))
+    RETURNING d.message_id, d.dedup_key
 )
 SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT message_id), '{}'),
        coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
 FROM gone;
 
+-- name: MessageLockMany :exec
+-- Before MessageDeleteOrphans, for the reason IdempotencyLockMany gives.
+SELECT id FROM oncepush_message WHERE id = ANY (@ids::bigint[]) ORDER BY id FOR UPDATE;
+
 -- name: MessageDeleteOrphans :execrows
-WITH old AS MATERIALIZED (
-    SELECT m.id FROM oncepush_message m
-    WHERE m.created_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
+-- Of these messages (those whose deliveries were just deleted), the ones
+-- left without any: one primary-key and one oncepush_delivery_message probe
+-- each, however many messages are retained.
+DELETE FROM oncepush_message m
+WHERE m.id = ANY (@ids::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id);
+
+-- name: MessageSweepOrphans :one
+-- The backstop: of the @max messages after @after_id in id order, delete
+-- those without deliveries; returns how many, and the last id looked at (0
+-- when there was none).
+WITH batch AS MATERIALIZED (
+    SELECT max(id) AS last
+    FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER BY id LIMIT @max) b
+), gone AS (
+    DELETE FROM oncepush_message m
+    USING batch
+    WHERE m.id > @after_id AND m.id <= batch.last
       AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
-    ORDER BY m.created_at
-    LIMIT @max
-    FOR UPDATE SKIP LOCKED
+    RETURNING 1
 )
-DELETE FROM oncepush_message m USING old WHERE m.id = old.id;
+SELECT (SELECT count(*) FROM gone)::integer, coalesce((SELECT last FROM batch), 0)::bigint;
 
 -- name: SessionDeleteRevoked :execrows
+-- "= ANY (ARRAY(…))": see DeliveryDeleteFinished.
 WITH old AS MATERIALIZED (
     SELECT session FROM oncepush_revoked_session
     WHERE revoked_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
     LIMIT @max
 )
-DELETE FROM oncepush_revoked_session s USING old WHERE s.session = old.session;
+DELETE FROM oncepush_revoked_session s WHERE s.session = ANY (ARRAY(SELECT session FROM old));
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 'epoch'::timestamptz)

@@ -651,23 +651,32 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 	})
 }
 
-// collectDeleted runs a DELETE … RETURNING dedup_key and gathers what the
-// deleted rows held.
+// collectDeleted runs a DELETE … RETURNING message_id, dedup_key and gathers
+// what the deleted rows held.
 func collectDeleted(ctx context.Context, db dbtx, d *driver.DeletedDeliveries, text string, args ...any) error {
-	keys, err := query(ctx, db, func(r scanner) (sql.NullString, error) {
-		var k sql.NullString
-		err := r.Scan(&k)
-		return k, err
+	type held struct {
+		message int64
+		key     sql.NullString
+	}
+	rows, err := query(ctx, db, func(r scanner) (held, error) {
+		var h held
+		err := r.Scan(&h.message, &h.key)
+		return h, err
 	}, text, args...)
 	if err != nil {
 		return err
 	}
-	d.Count = len(keys)
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if k.Valid && k.String != "" && !seen[k.String] {
-			seen[k.String] = true
-			d.DedupKeys = append(d.DedupKeys, k.String)
+	d.Count = len(rows)
+	messages := map[int64]bool{}
+	keys := map[string]bool{}
+	for _, h := range rows {
+		if !messages[h.message] {
+			messages[h.message] = true
+			d.MessageIDs = append(d.MessageIDs, h.message)
+		}
+		if h.key.Valid && h.key.String != "" && !keys[h.key.String] {
+			keys[h.key.String] = true
+			d.DedupKeys = append(d.DedupKeys, h.key.String)
 		}
 	}
 	return nil
@@ -682,8 +691,32 @@ func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.Cleanup
 	return d, err
 }
 
-func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+func (e *executor) MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	list, err := jsonList(ids)
+	if err != nil {
+		return 0, err
+	}
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("MessageDeleteOrphans"), sql.Named("ids", list)))
+	})
+}
+
+func (e *executor) MessageSweepOrphans(ctx context.Context, p *driver.SweepParams) (int, int64, error) {
+	var n int
+	var last sql.NullInt64
+	err := e.write(ctx, func(db dbtx) error {
+		after := sql.Named("after_id", p.AfterID)
+		if err := db.QueryRowContext(ctx, q.Get("MessageSweepLast"), after, sql.Named("max", p.Limit)).Scan(&last); err != nil || !last.Valid {
+			return err
+		}
+		var err error
+		n, err = rowsAffected(db.ExecContext(ctx, q.Get("MessageSweepOrphans"), after, sql.Named("last", last.Int64)))
+		return err
+	})
+	return n, last.Int64, err
 }
 
 func (e *executor) SessionDeleteRevoked(ctx context.Context, p *driver.CleanupParams) (int, error) {

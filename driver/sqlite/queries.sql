@@ -203,9 +203,9 @@ DELETE FROM oncepush_device WHERE recipient = @recipient;
 
 -- name: DeliveryDeleteByRecipient :many
 -- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
--- Returns the dedup key of each row deleted (NULL when it had none).
+-- Returns the message and the dedup key (NULL when none) of each row deleted.
 DELETE FROM oncepush_delivery WHERE recipient = @recipient
-RETURNING dedup_key;
+RETURNING message_id, dedup_key;
 
 -- name: DeliveryGet :one
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
@@ -246,22 +246,34 @@ DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 -- name: DeliveryDeleteFinished :many
 -- One statement, so no row can change between choosing and deleting (and no
 -- SKIP LOCKED is needed: the statement holds the write lock throughout).
--- Returns the dedup key of each row deleted (NULL when it had none).
+-- Returns the message and the dedup key (NULL when none) of each row deleted.
 DELETE FROM oncepush_delivery
 WHERE id IN (SELECT id FROM oncepush_delivery
              WHERE status <> 'pending'
                AND finished_at < @now - @age_us
              ORDER BY finished_at
              LIMIT @max)
-RETURNING dedup_key;
+RETURNING message_id, dedup_key;
 
 -- name: MessageDeleteOrphans :execrows
+-- Of these messages (@ids, a JSON array: those whose deliveries were just
+-- deleted), the ones left without any: one primary-key and one
+-- oncepush_delivery_message probe each, however many messages are retained.
 DELETE FROM oncepush_message
-WHERE id IN (SELECT m.id FROM oncepush_message m
-             WHERE m.created_at < @now - @age_us
-               AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
-             ORDER BY m.created_at
-             LIMIT @max);
+WHERE id IN (SELECT value FROM json_each(@ids))
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+
+-- name: MessageSweepLast :one
+-- The backstop, first half: the last id of the @max messages after @after_id
+-- (NULL when there are none).
+SELECT max(id) FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER BY id LIMIT @max);
+
+-- name: MessageSweepOrphans :execrows
+-- Second half, in the same write transaction: of those messages, delete the
+-- ones without deliveries.
+DELETE FROM oncepush_message
+WHERE id > @after_id AND id <= @last
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
 
 -- name: SessionDeleteRevoked :execrows
 DELETE FROM oncepush_revoked_session

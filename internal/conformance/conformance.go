@@ -72,6 +72,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"OneConnectionPoolStaysUsable", testOneConnection[TTx]},
 		{"CleanupRetentionAndOverdue", testCleanup[TTx]},
 		{"CleanupOneRunnerAtATime", testCleanupLock[TTx]},
+		{"CleanupOrphans", testCleanupOrphans[TTx]},
+		{"CleanupSweepsOrphansInBatches", testSweepOrphansInBatches[TTx]},
 		{"DeleteRecipientMidRun", testDeleteRecipientMidRun[TTx]},
 		{"ProviderThrottleHoldsTransport", testThrottle[TTx]},
 		{"StopFinishesInFlightSends", testStopFinishesInFlight[TTx]},
