@@ -185,7 +185,9 @@ type Executor interface {
 	DeliveryGet(ctx context.Context, id int64) (*Delivery, error)
 	// DeliveryListByMessage lists a message's deliveries, id order, after AfterID.
 	DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*Delivery, error)
-	// DeliveryListByRecipient lists a recipient's deliveries, newest first, before BeforeID (0 = from the newest).
+	// DeliveryListByRecipient lists a recipient's deliveries with ids below
+	// beforeID, newest first (the engine asks for the first page with the
+	// largest int64).
 	DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*Delivery, error)
 	// DeliveryCountByStatus counts a message's deliveries by status.
 	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)

@@ -228,10 +228,13 @@ ORDER BY id
 LIMIT @max;
 
 -- name: DeliveryListByRecipient :many
+-- One plain bound on id, also for the first page (the largest id): a seek in
+-- oncepush_delivery_recipient in every plan. "(@before_id = 0 OR id < …)"
+-- became a filter in a generic plan, reading every newer row of the history.
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
        next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
 FROM oncepush_delivery
-WHERE recipient = @recipient AND (@before_id::bigint = 0 OR id < @before_id)
+WHERE recipient = @recipient AND id < @before_id::bigint
 ORDER BY id DESC
 LIMIT @max;
 

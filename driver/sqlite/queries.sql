@@ -222,10 +222,13 @@ ORDER BY id
 LIMIT @max;
 
 -- name: DeliveryListByRecipient :many
+-- One plain bound on id, also for the first page (the largest id), so the
+-- index search starts at the cursor; "(@before_id = 0 OR id < …)" made SQLite
+-- walk the recipient's every newer row and test each.
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
        next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
 FROM oncepush_delivery
-WHERE recipient = @recipient AND (@before_id = 0 OR id < @before_id)
+WHERE recipient = @recipient AND id < @before_id
 ORDER BY id DESC
 LIMIT @max;
 
