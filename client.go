@@ -28,6 +28,10 @@ type Client[TTx any] struct {
 	cancelClaim context.CancelFunc // stops claiming and starting sends
 	cancelSend  context.CancelFunc // aborts sends in flight
 	wg          sync.WaitGroup
+
+	// sweepAfter is where the orphan sweep of the next cleanup round starts:
+	// the last message id it looked at (see Cleanup).
+	sweepAfter atomic.Int64
 }
 
 // clientCore holds what does not depend on the transaction type.
@@ -349,13 +353,23 @@ func (c *Client[TTx]) RevokeSession(ctx context.Context, session string) error {
 	return nil
 }
 
-// DeleteRecipient removes the recipient's devices and deliveries (with their
-// ledger). A run holding one of its deliveries records nothing for it.
+// DeleteRecipient removes the recipient's devices, preferences and deliveries
+// (with their ledger), and with them the messages and the recorded requests
+// that no other delivery holds. A run holding one of its deliveries records
+// nothing for it.
 func (c *Client[TTx]) DeleteRecipient(ctx context.Context, recipient string) error {
 	if err := validateRecipient("recipient", recipient); err != nil {
 		return err
 	}
-	if _, err := c.driver.Exec().RecipientDelete(ctx, recipient); err != nil {
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		res, err := ex.RecipientDelete(ctx, recipient)
+		if err != nil {
+			return err
+		}
+		_, _, err = freeHeld(ctx, ex, &res.Deliveries)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("oncepush: delete recipient: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package oncepush
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -142,6 +143,10 @@ func (c *Client[TTx]) RecipientDeliveries(ctx context.Context, recipient string,
 	}
 	if limit < 1 || limit > MaxPageSize {
 		return nil, invalid("limit", "must be between 1 and %d", MaxPageSize)
+	}
+	if beforeID == 0 {
+		// One plain bound for every page, so that every plan seeks to it.
+		beforeID = math.MaxInt64
 	}
 	rows, err := c.driver.Exec().DeliveryListByRecipient(ctx, recipient, beforeID, limit)
 	if err != nil {

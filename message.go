@@ -74,8 +74,11 @@ type SendOptions struct {
 	// later send with the same key writes nothing and returns that result
 	// (SendResult.Replayed) when RequestHash matches, or fails with
 	// ErrDedupConflict when it does not — the same key for a different request
-	// is refused, never silently dropped. The record lives as long as
-	// deliveries (Config.Retention). Requires DedupKey; at most 64 bytes.
+	// is refused, never silently dropped. The record lives exactly as long
+	// as the key it guards: until no delivery holds DedupKey any more (each
+	// is deleted Config.Retention after it finished, or with its recipient),
+	// however long a delivery stays pending first. Requires DedupKey; at most
+	// 64 bytes.
 	RequestHash []byte
 	// DeferWake writes no wake-up into SendTx's transaction. PostgreSQL commits
 	// transactions that NOTIFY one at a time, so at high send rates the

@@ -186,7 +186,7 @@ type Executor interface {
 	// when it began (it waits for them; SQLite's single writer does so anyway).
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
 	// RecipientDelete deletes a recipient's devices, deliveries (with their
-	// ledger) and preferences.
+	// ledger) and preferences, and says what the deliveries held.
 	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
 
 	// --- reading the ledger
@@ -195,7 +195,9 @@ type Executor interface {
 	DeliveryGet(ctx context.Context, id int64) (*Delivery, error)
 	// DeliveryListByMessage lists a message's deliveries, id order, after AfterID.
 	DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*Delivery, error)
-	// DeliveryListByRecipient lists a recipient's deliveries, newest first, before BeforeID (0 = from the newest).
+	// DeliveryListByRecipient lists a recipient's deliveries with ids below
+	// beforeID, newest first (the engine asks for the first page with the
+	// largest int64).
 	DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*Delivery, error)
 	// DeliveryCountByStatus counts a message's deliveries by status.
 	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)
@@ -207,11 +209,23 @@ type Executor interface {
 	LockAcquire(ctx context.Context, p *LockParams) (bool, error)
 	// LockRelease frees the named lock if Owner holds it.
 	LockRelease(ctx context.Context, p *LockParams) error
-	// DeliveryDeleteFinished deletes up to Limit deliveries finished before now-Age.
-	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (int, error)
-	// MessageDeleteOrphans deletes up to Limit messages with no delivery left that
-	// were created before now-Age.
-	MessageDeleteOrphans(ctx context.Context, p *CleanupParams) (int, error)
+	// DeliveryDeleteFinished deletes up to Limit deliveries finished before
+	// now-Age, oldest first, skipping rows locked by others, and says what
+	// they held.
+	DeliveryDeleteFinished(ctx context.Context, p *CleanupParams) (*DeletedDeliveries, error)
+	// MessageDeleteOrphans deletes those of the messages that have no delivery
+	// left, and returns how many. The engine calls it in the transaction that
+	// deleted the deliveries (DeletedDeliveries.MessageIDs); as with
+	// IdempotencyDeleteFreed, two transactions deleting deliveries of one
+	// message at once must not both keep it.
+	MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error)
+	// MessageSweepOrphans looks at the Limit messages after AfterID in id
+	// order, deletes those without deliveries, and returns how many it deleted
+	// and the last id it looked at (0 when there was no message after
+	// AfterID). It finds the orphans no deletion of deliveries left: a send
+	// whose recipients were all duplicates, interrupted before it deleted its
+	// message again.
+	MessageSweepOrphans(ctx context.Context, p *SweepParams) (deleted int, last int64, err error)
 	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
 	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
 	// DeliveryDueStats reports the number of due pending deliveries and the age of the oldest.
@@ -243,8 +257,12 @@ type Executor interface {
 
 	// IdempotencyGet returns the recorded request of key, or ErrNotFound.
 	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)
-	// IdempotencyDeleteOld deletes up to Limit records created before now-Age.
-	IdempotencyDeleteOld(ctx context.Context, p *CleanupParams) (int, error)
+	// IdempotencyDeleteFreed deletes the records of those keys that no
+	// delivery holds any more, and returns how many. The engine calls it in
+	// the transaction that deleted the deliveries (DeletedDeliveries.DedupKeys);
+	// two transactions deleting deliveries of one key at once must not both
+	// keep its record (PostgreSQL locks the records before it looks).
+	IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error)
 }
 
 // APIKey is a server API key. The secret itself is never stored: Hash is the
@@ -272,7 +290,8 @@ type Preference struct {
 }
 
 // IdempotencyRecord is what a recorded request did: the hash of the request
-// and the first send's result.
+// and the first send's result. It lives exactly as long as its key: until no
+// delivery holds Key any more.
 type IdempotencyRecord struct {
 	Key         string
 	RequestHash []byte
@@ -477,10 +496,20 @@ type DeviceUnregisterParams struct {
 	Recipient string // "" = whoever owns it
 }
 
-// RecipientDeleteResult counts what RecipientDelete removed.
+// RecipientDeleteResult says what RecipientDelete removed.
 type RecipientDeleteResult struct {
 	Devices    int
-	Deliveries int
+	Deliveries DeletedDeliveries
+}
+
+// DeletedDeliveries says what a deletion of deliveries removed: how many rows,
+// and the messages and dedup keys they held. A message in MessageIDs may now
+// have no delivery left (MessageDeleteOrphans), a key in DedupKeys may be held
+// by none, and its recorded request must go with it (IdempotencyDeleteFreed).
+type DeletedDeliveries struct {
+	Count      int
+	MessageIDs []int64  // distinct
+	DedupKeys  []string // distinct, never ""
 }
 
 // Delivery is a stored delivery with its ledger.
@@ -513,6 +542,12 @@ type CleanupParams struct {
 	Now   *time.Time
 	Age   time.Duration
 	Limit int
+}
+
+// SweepParams is one batch of the orphan sweep: Limit messages after AfterID.
+type SweepParams struct {
+	AfterID int64
+	Limit   int
 }
 
 // AttachAttempts fills each delivery's Devices with its ledger rows, read with

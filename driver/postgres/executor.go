@@ -332,11 +332,9 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 			return err
 		}
 		res.Devices = int(tag.RowsAffected())
-		tag, err = tx.Exec(ctx, q.Get("DeliveryDeleteByRecipient"), args)
-		if err != nil {
+		if err := scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries); err != nil {
 			return err
 		}
-		res.Deliveries = int(tag.RowsAffected())
 		_, err = tx.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), args)
 		return err
 	})
@@ -428,12 +426,52 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 	return int(tag.RowsAffected()), err
 }
 
-func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+// scanDeleted reads the one row of DeliveryDeleteFinished and DeliveryDeleteByRecipient.
+func scanDeleted(row pgx.Row, d *driver.DeletedDeliveries) error {
+	return row.Scan(&d.Count, &d.MessageIDs, &d.DedupKeys)
 }
 
-func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (*driver.DeletedDeliveries, error) {
+	d := &driver.DeletedDeliveries{}
+	err := scanDeleted(e.db.QueryRow(ctx, q.Get("DeliveryDeleteFinished"),
+		named{"now": p.Now, "age_us": micros(p.Age), "max": p.Limit}), d)
+	return d, err
+}
+
+func (e *executor) MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return e.lockThenDelete(ctx, "MessageLockMany", "MessageDeleteOrphans", named{"ids": ids})
+}
+
+func (e *executor) MessageSweepOrphans(ctx context.Context, p *driver.SweepParams) (int, int64, error) {
+	var n int
+	var last int64
+	err := e.db.QueryRow(ctx, q.Get("MessageSweepOrphans"), named{"after_id": p.AfterID, "max": p.Limit}).Scan(&n, &last)
+	return n, last, err
+}
+
+// lockThenDelete locks rows, then deletes those no delivery references any
+// more in a statement of its own, whose snapshot sees what a concurrent
+// deleter of those deliveries committed while this one waited for the lock.
+// Under READ COMMITTED two such deleters would otherwise each still see the
+// other's delivery and both keep the row, which nothing would delete later.
+// One round trip: a batch runs in one (implicit) transaction.
+func (e *executor) lockThenDelete(ctx context.Context, lock, del string, args named) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue(q.Get(lock), args)
+	b.Queue(q.Get(del), args)
+	br := e.db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
@@ -557,6 +595,9 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	return r, translate(err)
 }
 
-func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "IdempotencyDeleteOld", p)
+func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	return e.lockThenDelete(ctx, "IdempotencyLockMany", "IdempotencyDeleteFreed", named{"keys": keys})
 }

@@ -243,8 +243,17 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
 
--- name: DeliveryDeleteByRecipient :execrows
-DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+-- name: DeliveryDeleteByRecipient :one
+-- As DeliveryDeleteFinished: the count, and the messages and dedup keys the
+-- rows held.
+WITH gone AS (
+    DELETE FROM oncepush_delivery WHERE recipient = @recipient
+    RETURNING message_id, dedup_key
+)
+SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT message_id), '{}'),
+       coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
+FROM gone;
 
 -- name: DeliveryGet :one
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
@@ -261,10 +270,13 @@ ORDER BY id
 LIMIT @max;
 
 -- name: DeliveryListByRecipient :many
+-- One plain bound on id, also for the first page (the largest id): a seek in
+-- oncepush_delivery_recipient in every plan. "(@before_id = 0 OR id < …)"
+-- became a filter in a generic plan, reading every newer row of the history.
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
        next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
 FROM oncepush_delivery
-WHERE recipient = @recipient AND (@before_id::bigint = 0 OR id < @before_id)
+WHERE recipient = @recipient AND id < @before_id::bigint
 ORDER BY id DESC
 LIMIT @max;
 
@@ -283,7 +295,11 @@ RETURNING owner;
 -- name: LockRelease :exec
 DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 
--- name: DeliveryDeleteFinished :execrows
+-- name: DeliveryDeleteFinished :one
+-- Returns how many rows it deleted and the messages and dedup keys they
+-- held, so that the same transaction can check just those for orphans and
+-- freed keys. "= ANY (ARRAY(…))" rather than a join with the CTE: a generic
+-- plan, which cannot know @max, would otherwise hash-join the whole table.
 WITH old AS MATERIALIZED (
     SELECT id FROM oncepush_delivery
     WHERE status <> 'pending'
@@ -291,19 +307,42 @@ WITH old AS MATERIALIZED (
     ORDER BY finished_at
     LIMIT @max
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM oncepush_delivery d WHERE d.id = ANY (ARRAY(SELECT id FROM old))
+    RETURNING d.message_id, d.dedup_key
 )
-DELETE FROM oncepush_delivery d USING old WHERE d.id = old.id;
+SELECT count(*)::integer,
+       coalesce(array_agg(DISTINCT message_id), '{}'),
+       coalesce(array_agg(DISTINCT dedup_key) FILTER (WHERE dedup_key IS NOT NULL), '{}')
+FROM gone;
+
+-- name: MessageLockMany :exec
+-- Before MessageDeleteOrphans, for the reason IdempotencyLockMany gives.
+SELECT id FROM oncepush_message WHERE id = ANY (@ids::bigint[]) ORDER BY id FOR UPDATE;
 
 -- name: MessageDeleteOrphans :execrows
-WITH old AS MATERIALIZED (
-    SELECT m.id FROM oncepush_message m
-    WHERE m.created_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
+-- Of these messages (those whose deliveries were just deleted), the ones
+-- left without any: one primary-key and one oncepush_delivery_message probe
+-- each, however many messages are retained.
+DELETE FROM oncepush_message m
+WHERE m.id = ANY (@ids::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id);
+
+-- name: MessageSweepOrphans :one
+-- The backstop: of the @max messages after @after_id in id order, delete
+-- those without deliveries; returns how many, and the last id looked at (0
+-- when there was none).
+WITH batch AS MATERIALIZED (
+    SELECT max(id) AS last
+    FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER BY id LIMIT @max) b
+), gone AS (
+    DELETE FROM oncepush_message m
+    USING batch
+    WHERE m.id > @after_id AND m.id <= batch.last
       AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
-    ORDER BY m.created_at
-    LIMIT @max
-    FOR UPDATE SKIP LOCKED
+    RETURNING 1
 )
-DELETE FROM oncepush_message m USING old WHERE m.id = old.id;
+SELECT (SELECT count(*) FROM gone)::integer, coalesce((SELECT last FROM batch), 0)::bigint;
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 'epoch'::timestamptz)
@@ -383,11 +422,15 @@ DELETE FROM oncepush_preference WHERE recipient = @recipient;
 -- name: IdempotencyGet :one
 SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
--- name: IdempotencyDeleteOld :execrows
-WITH old AS MATERIALIZED (
-    SELECT key FROM oncepush_idempotency
-    WHERE created_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond'
-    ORDER BY created_at
-    LIMIT @max
-)
-DELETE FROM oncepush_idempotency i USING old WHERE i.key = old.key;
+-- name: IdempotencyLockMany :exec
+-- Before IdempotencyDeleteFreed, in the same transaction: two transactions
+-- each deleting some deliveries of one key would otherwise both still see the
+-- other's and both keep the record. Locked in key order, so never a deadlock.
+SELECT key FROM oncepush_idempotency WHERE key = ANY (@keys::text[]) ORDER BY key FOR UPDATE;
+
+-- name: IdempotencyDeleteFreed :execrows
+-- A record lives as long as the dedup key it guards: until no delivery holds
+-- the key (read through oncepush_delivery_dedup, which leads with the key).
+DELETE FROM oncepush_idempotency i
+WHERE i.key = ANY (@keys::text[])
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = i.key);

@@ -599,7 +599,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
 			return err
 		}
-		if res.Deliveries, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryDeleteByRecipient"), arg)); err != nil {
+		if err := collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg); err != nil {
 			return err
 		}
 		_, err = db.ExecContext(ctx, q.Get("PreferenceDeleteByRecipient"), arg)
@@ -678,12 +678,72 @@ func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupPa
 	})
 }
 
-func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "DeliveryDeleteFinished", p)
+// collectDeleted runs a DELETE … RETURNING message_id, dedup_key and gathers
+// what the deleted rows held.
+func collectDeleted(ctx context.Context, db dbtx, d *driver.DeletedDeliveries, text string, args ...any) error {
+	type held struct {
+		message int64
+		key     sql.NullString
+	}
+	rows, err := query(ctx, db, func(r scanner) (held, error) {
+		var h held
+		err := r.Scan(&h.message, &h.key)
+		return h, err
+	}, text, args...)
+	if err != nil {
+		return err
+	}
+	d.Count = len(rows)
+	messages := map[int64]bool{}
+	keys := map[string]bool{}
+	for _, h := range rows {
+		if !messages[h.message] {
+			messages[h.message] = true
+			d.MessageIDs = append(d.MessageIDs, h.message)
+		}
+		if h.key.Valid && h.key.String != "" && !keys[h.key.String] {
+			keys[h.key.String] = true
+			d.DedupKeys = append(d.DedupKeys, h.key.String)
+		}
+	}
+	return nil
 }
 
-func (e *executor) MessageDeleteOrphans(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "MessageDeleteOrphans", p)
+func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.CleanupParams) (*driver.DeletedDeliveries, error) {
+	d := &driver.DeletedDeliveries{}
+	err := e.write(ctx, func(db dbtx) error {
+		return collectDeleted(ctx, db, d, q.Get("DeliveryDeleteFinished"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit))
+	})
+	return d, err
+}
+
+func (e *executor) MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	list, err := jsonList(ids)
+	if err != nil {
+		return 0, err
+	}
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("MessageDeleteOrphans"), sql.Named("ids", list)))
+	})
+}
+
+func (e *executor) MessageSweepOrphans(ctx context.Context, p *driver.SweepParams) (int, int64, error) {
+	var n int
+	var last sql.NullInt64
+	err := e.write(ctx, func(db dbtx) error {
+		after := sql.Named("after_id", p.AfterID)
+		if err := db.QueryRowContext(ctx, q.Get("MessageSweepLast"), after, sql.Named("max", p.Limit)).Scan(&last); err != nil || !last.Valid {
+			return err
+		}
+		var err error
+		n, err = rowsAffected(db.ExecContext(ctx, q.Get("MessageSweepOrphans"), after, sql.Named("last", last.Int64)))
+		return err
+	})
+	return n, last.Int64, err
 }
 
 func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams) (int, time.Time, error) {
@@ -819,6 +879,15 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 	return r, nil
 }
 
-func (e *executor) IdempotencyDeleteOld(ctx context.Context, p *driver.CleanupParams) (int, error) {
-	return e.cleanup(ctx, "IdempotencyDeleteOld", p)
+func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	list, err := jsonList(keys)
+	if err != nil {
+		return 0, err
+	}
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("IdempotencyDeleteFreed"), sql.Named("keys", list)))
+	})
 }

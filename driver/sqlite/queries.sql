@@ -226,9 +226,11 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
 
--- name: DeliveryDeleteByRecipient :execrows
+-- name: DeliveryDeleteByRecipient :many
 -- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
-DELETE FROM oncepush_delivery WHERE recipient = @recipient;
+-- Returns the message and the dedup key (NULL when none) of each row deleted.
+DELETE FROM oncepush_delivery WHERE recipient = @recipient
+RETURNING message_id, dedup_key;
 
 -- name: DeliveryGet :one
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
@@ -245,10 +247,13 @@ ORDER BY id
 LIMIT @max;
 
 -- name: DeliveryListByRecipient :many
+-- One plain bound on id, also for the first page (the largest id), so the
+-- index search starts at the cursor; "(@before_id = 0 OR id < …)" made SQLite
+-- walk the recipient's every newer row and test each.
 SELECT id, message_id, recipient, notification_id, coalesce(dedup_key, ''), status, attempts,
        next_attempt_at, coalesce(lease_id, 0), last_error, created_at, finished_at
 FROM oncepush_delivery
-WHERE recipient = @recipient AND (@before_id = 0 OR id < @before_id)
+WHERE recipient = @recipient AND id < @before_id
 ORDER BY id DESC
 LIMIT @max;
 
@@ -266,23 +271,37 @@ RETURNING owner;
 -- name: LockRelease :exec
 DELETE FROM oncepush_lock WHERE name = @name AND owner = @owner;
 
--- name: DeliveryDeleteFinished :execrows
+-- name: DeliveryDeleteFinished :many
 -- One statement, so no row can change between choosing and deleting (and no
 -- SKIP LOCKED is needed: the statement holds the write lock throughout).
+-- Returns the message and the dedup key (NULL when none) of each row deleted.
 DELETE FROM oncepush_delivery
 WHERE id IN (SELECT id FROM oncepush_delivery
              WHERE status <> 'pending'
                AND finished_at < @now - @age_us
              ORDER BY finished_at
-             LIMIT @max);
+             LIMIT @max)
+RETURNING message_id, dedup_key;
 
 -- name: MessageDeleteOrphans :execrows
+-- Of these messages (@ids, a JSON array: those whose deliveries were just
+-- deleted), the ones left without any: one primary-key and one
+-- oncepush_delivery_message probe each, however many messages are retained.
 DELETE FROM oncepush_message
-WHERE id IN (SELECT m.id FROM oncepush_message m
-             WHERE m.created_at < @now - @age_us
-               AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
-             ORDER BY m.created_at
-             LIMIT @max);
+WHERE id IN (SELECT value FROM json_each(@ids))
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+
+-- name: MessageSweepLast :one
+-- The backstop, first half: the last id of the @max messages after @after_id
+-- (NULL when there are none).
+SELECT max(id) FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER BY id LIMIT @max);
+
+-- name: MessageSweepOrphans :execrows
+-- Second half, in the same write transaction: of those messages, delete the
+-- ones without deliveries.
+DELETE FROM oncepush_message
+WHERE id > @after_id AND id <= @last
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 0)
@@ -384,9 +403,11 @@ ON CONFLICT (key) DO NOTHING;
 -- name: IdempotencyGet :one
 SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepush_idempotency WHERE key = @key;
 
--- name: IdempotencyDeleteOld :execrows
+-- name: IdempotencyDeleteFreed :execrows
+-- A record lives as long as the dedup key it guards: until no delivery holds
+-- the key (read through oncepush_delivery_dedup, which leads with the key).
+-- @keys: a JSON array. The write lock makes the check and the delete one
+-- step: no other transaction deletes deliveries in between.
 DELETE FROM oncepush_idempotency
-WHERE key IN (SELECT key FROM oncepush_idempotency
-              WHERE created_at < @now - @age_us
-              ORDER BY created_at
-              LIMIT @max);
+WHERE key IN (SELECT value FROM json_each(@keys))
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = oncepush_idempotency.key);

@@ -59,3 +59,45 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestListsSeekTheirCursor: a page of a list searches its index from the
+// cursor, so a deep page does not walk (and test) every row before it.
+func TestListsSeekTheirCursor(t *testing.T) {
+	t.Parallel()
+	drv, err := Open(filepath.Join(t.TempDir(), "plans.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for name, search := range map[string]string{
+		"DeliveryListByRecipient": "(recipient=? AND id<?)",
+		"DeliveryListByMessage":   "(message_id=? AND id>?)",
+	} {
+		var args []any
+		for _, p := range []string{"recipient", "message_id", "before_id", "after_id", "max"} {
+			args = append(args, sql.Named(p, 1))
+		}
+		var plan []string
+		rows, err := drv.DB().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.Get(name), args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(plan) != 1 || !strings.HasPrefix(plan[0], "SEARCH oncepush_delivery USING ") || !strings.HasSuffix(plan[0], search) {
+			t.Errorf("%s: plan %q, want one index search %s", name, plan, search)
+		}
+	}
+}

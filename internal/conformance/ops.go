@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -293,5 +295,113 @@ func testObserver[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if obs.leaseLost != 1 {
 		t.Errorf("lease lost %d, want 1", obs.leaseLost)
+	}
+}
+
+// testCleanupOrphans: a message goes with its last delivery — by retention
+// or by recipient deletion, in the same transaction — and one left without
+// deliveries otherwise (an all-duplicate send interrupted before it deleted
+// its message again) is found by the sweep of the next cleanup round.
+func testCleanupOrphans[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("r1", oncepush.TransportFCM)
+	b.register("r2", oncepush.TransportFCM)
+	ex := b.drv.Exec()
+	gone := func(id int64) bool {
+		t.Helper()
+		_, err := ex.MessageGet(b.ctx, id)
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return errors.Is(err, driver.ErrNotFound)
+	}
+	shared := b.send([]string{"r1", "r2"}, msg("shared"), nil)
+	own := b.send([]string{"r1"}, msg("r1 only"), &oncepush.SendOptions{DedupKey: "k"})
+
+	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if !gone(own.MessageID) {
+		t.Fatal("deleting the only recipient of a message kept the message")
+	}
+	if gone(shared.MessageID) {
+		t.Fatal("deleting one recipient deleted a message another still has")
+	}
+
+	// The engine's all-duplicate send, stopped between its two statements:
+	// the message is written, its one delivery is a duplicate, and it is
+	// never deleted again.
+	b.register("r1", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("holds k"), &oncepush.SendOptions{DedupKey: "k"})
+	now := b.clock.Now()
+	orphan, n, err := ex.MessageInsert(b.ctx, &driver.MessageInsertParams{
+		Now: &now, Title: "dup", Ambiguity: string(oncepush.AmbiguityResend), Lifetime: time.Hour,
+		Recipients: []string{"r1"}, NotificationIDs: []string{"n"}, DedupKey: "k",
+	})
+	if err != nil || n != 0 {
+		t.Fatalf("MessageInsert = %d, %d, %v; want a message with no delivery", orphan, n, err)
+	}
+	st, err := b.client.Cleanup(b.ctx)
+	if err != nil || st.Messages != 1 || !gone(orphan) {
+		t.Fatalf("cleanup: %+v, %v; want the orphan found and deleted", st, err)
+	}
+	if gone(shared.MessageID) {
+		t.Fatal("the sweep deleted a message with deliveries")
+	}
+
+	// Past retention the shared message goes with r2's delivery, at once.
+	b.drain()
+	b.clock.Advance(b.client.Config().Retention + time.Hour)
+	if st, err = b.client.Cleanup(b.ctx); err != nil || st.Deliveries != 2 || st.Messages != 2 || !gone(shared.MessageID) {
+		t.Fatalf("cleanup past retention: %+v, %v; want both deliveries and their messages deleted", st, err)
+	}
+}
+
+// testSweepOrphansInBatches: MessageSweepOrphans looks at Limit messages
+// after AfterID, deletes those without deliveries, and says where it stopped.
+func testSweepOrphansInBatches[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	ex := b.drv.Exec()
+	now := b.clock.Now()
+	var ids []int64
+	for i := range 5 {
+		// Messages 0, 2 and 4 lose their only delivery to a duplicate key.
+		key := ""
+		if i%2 == 0 {
+			key = "held"
+		}
+		id, _, err := ex.MessageInsert(b.ctx, &driver.MessageInsertParams{
+			Now: &now, Title: "m", Ambiguity: string(oncepush.AmbiguityResend), Lifetime: time.Hour,
+			Recipients: []string{"r1"}, NotificationIDs: []string{fmt.Sprint(i)}, DedupKey: key,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	// Message 0's delivery holds the key; 2 and 4 are orphans.
+	var deleted int
+	after := int64(0)
+	var lasts []int64
+	for {
+		n, last, err := ex.MessageSweepOrphans(b.ctx, &driver.SweepParams{AfterID: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += n
+		if last == 0 {
+			break
+		}
+		lasts = append(lasts, last)
+		after = last
+	}
+	if want := []int64{ids[1], ids[3], ids[4]}; !slices.Equal(lasts, want) || deleted != 2 {
+		t.Fatalf("sweep stopped at %v and deleted %d; want %v and 2 (messages %v)", lasts, deleted, want, ids)
+	}
+	for i, id := range ids {
+		_, err := ex.MessageGet(b.ctx, id)
+		if orphan := i == 2 || i == 4; orphan != errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("message %d (orphan: %v): %v", i, orphan, err)
+		}
 	}
 }

@@ -224,3 +224,91 @@ func testMessageReads[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("ambiguous count = %d, %v; want 1", n, err)
 	}
 }
+
+// testRecordLivesWithItsKey: a recorded request's record lives exactly as
+// long as the dedup key it guards. A send scheduled past the retention period
+// keeps its key (and so its record) while it waits: cleanup after 7 days must
+// not let another request take the key, nor refuse the original's retry. The
+// record goes with the last delivery holding the key, and then both are free.
+func testRecordLivesWithItsKey[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("r1", oncepush.TransportFCM)
+	retention := b.client.Config().Retention
+	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	at := epoch.Add(8 * 24 * time.Hour)
+	opts := func(hash []byte) *oncepush.SendOptions {
+		return &oncepush.SendOptions{DedupKey: "weekly:2026-02", RequestHash: hash, ScheduledAt: at}
+	}
+	first := b.send([]string{"r1"}, msg("weekly"), opts(h1))
+	if first.Queued != 1 {
+		t.Fatalf("first: %+v", first)
+	}
+	// Older than retention, still pending: the key holds, so its record does.
+	b.clock.Advance(retention + time.Hour)
+	if st, err := b.client.Cleanup(b.ctx); err != nil || st.Idempotency != 0 {
+		t.Fatalf("cleanup while the delivery is pending: %+v, %v; want no record deleted", st, err)
+	}
+	if res, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("another request with a held key after cleanup: %+v, %v; want ErrDedupConflict", res, err)
+	}
+	if res := b.send([]string{"r1"}, msg("weekly"), opts(h1)); !res.Replayed || res.MessageID != first.MessageID {
+		t.Fatalf("the original's retry after cleanup: %+v, want the first answer replayed", res)
+	}
+
+	// Sent at its time; the key then holds for the retention period.
+	b.clock.Set(at)
+	b.drain()
+	wantStatus(t, b.only("r1"), oncepush.StatusSent)
+	b.clock.Advance(retention - time.Hour)
+	if st, err := b.client.Cleanup(b.ctx); err != nil || st.Deliveries != 0 || st.Idempotency != 0 {
+		t.Fatalf("cleanup within retention of the send: %+v, %v; want nothing deleted", st, err)
+	}
+	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("another request within retention of the send: %v; want ErrDedupConflict", err)
+	}
+
+	// Past retention, the delivery, its message and the record go together.
+	b.clock.Advance(2 * time.Hour)
+	st, err := b.client.Cleanup(b.ctx)
+	if err != nil || st.Deliveries != 1 || st.Messages != 1 || st.Idempotency != 1 {
+		t.Fatalf("cleanup past retention: %+v, %v; want the delivery, its message and its record deleted", st, err)
+	}
+	res, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), &oncepush.SendOptions{DedupKey: "weekly:2026-02", RequestHash: h2})
+	if err != nil || res.Replayed || res.Queued != 1 {
+		t.Fatalf("another request once the key is free: %+v, %v; want it queued", res, err)
+	}
+}
+
+// testRecordFreedWithRecipients: deleting recipients frees their dedup keys,
+// and a record goes when no delivery holds its key any more — not before.
+func testRecordFreedWithRecipients[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.register("r1", oncepush.TransportFCM)
+	b.register("r2", oncepush.TransportFCM)
+	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	opts := func(hash []byte) *oncepush.SendOptions {
+		return &oncepush.SendOptions{DedupKey: "welcome", RequestHash: hash}
+	}
+	first := b.send([]string{"r1", "r2"}, msg("welcome"), opts(h1))
+	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	// r2's delivery still holds the key.
+	if _, err := b.client.Send(b.ctx, []string{"r2"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
+		t.Fatalf("another request while r2 holds the key: %v; want ErrDedupConflict", err)
+	}
+	if res := b.send([]string{"r1", "r2"}, msg("welcome"), opts(h1)); !res.Replayed || res.MessageID != first.MessageID {
+		t.Fatalf("the original's retry: %+v, want a replay", res)
+	}
+	if err := b.client.DeleteRecipient(b.ctx, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	ex := b.drv.Exec()
+	if rec, err := ex.IdempotencyGet(b.ctx, "welcome"); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("the record outlived every delivery with its key: %+v, %v", rec, err)
+	}
+	b.register("r2", oncepush.TransportFCM)
+	if res, err := b.client.Send(b.ctx, []string{"r2"}, msg("other"), opts(h2)); err != nil || res.Replayed || res.Queued != 1 {
+		t.Fatalf("another request once the key is free: %+v, %v; want it queued", res, err)
+	}
+}

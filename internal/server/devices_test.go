@@ -208,15 +208,14 @@ func TestDeleteRecipient(t *testing.T) {
 		if n := len(e.deliveries("/v1/recipients/u_gone/deliveries")); n != 0 {
 			t.Errorf("%d deliveries left in the history", n)
 		}
-		if n := len(e.deliveries("/v1/notifications/" + itoa(sent.ID) + "/deliveries")); n != 0 {
-			t.Errorf("the notification still lists %d deliveries", n)
-		}
+		// A notification whose only recipient it was goes with its deliveries.
+		e.do("GET", "/v1/notifications/"+itoa(sent.ID)+"/deliveries", e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
 		var p preferences
 		e.do("GET", "/v1/recipients/u_gone/preferences", e.admin, nil).want(t, http.StatusOK).decode(t, &p)
 		if len(p.OptOut) != 0 || p.QuietHours != nil {
 			t.Errorf("preferences left: %+v", p)
 		}
-		for _, tb := range []string{"oncepush_device", "oncepush_delivery", "oncepush_device_attempt", "oncepush_preference"} {
+		for _, tb := range []string{"oncepush_device", "oncepush_delivery", "oncepush_device_attempt", "oncepush_preference", "oncepush_message"} {
 			if n := e.count(tb); n != 0 {
 				t.Errorf("%s still holds %d rows", tb, n)
 			}

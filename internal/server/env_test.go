@@ -79,6 +79,8 @@ type env struct {
 	ex    driver.Executor
 	// drain delivers everything due at the clock's now.
 	drain func()
+	// cleanup runs one cleanup round at the clock's now.
+	cleanup func() *oncepush.CleanupStats
 	// closeDB closes the server's database handle (to make it unreachable).
 	closeDB func()
 	count   func(table string) int
@@ -190,6 +192,14 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 		if _, err := client.Drain(context.WithoutCancel(t.Context())); err != nil {
 			t.Fatalf("Drain: %v", err)
 		}
+	}
+	e.cleanup = func() *oncepush.CleanupStats {
+		t.Helper()
+		st, err := client.Cleanup(context.WithoutCancel(t.Context()))
+		if err != nil {
+			t.Fatalf("Cleanup: %v", err)
+		}
+		return st
 	}
 	if !o.unmigrated {
 		e.admin = e.key(apikey.ScopeAdmin)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oncepush/oncepush"
 )
@@ -165,6 +166,47 @@ func TestIdempotencyConflict(t *testing.T) {
 		// The original still replays.
 		if a := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1"}); a.ID != first.ID || !a.Duplicate {
 			t.Errorf("replay after conflicts answered %+v, want %+v with duplicate: true", a, first)
+		}
+	})
+}
+
+// TestIdempotencyKeyHeldWhileScheduled: the record of a dedupeKey lives as
+// long as the key itself. A notification scheduled past the retention period
+// holds its key while it waits, so cleanup in between must leave a different
+// body refused and the same body replayed; once the delivery is sent and its
+// retention has passed, key and record are free together.
+func TestIdempotencyKeyHeldWhileScheduled(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, nil)
+		at := epoch.Add(8 * 24 * time.Hour)
+		body := obj{"recipients": []string{"u_1"}, "title": "Renewal due", "dedupeKey": "renewal-9",
+			"scheduledAt": at.Format(time.RFC3339)}
+		other := obj{"recipients": []string{"u_1"}, "title": "Renewal overdue", "dedupeKey": "renewal-9"}
+		first := e.send(e.admin, body)
+
+		e.clock.Advance(oncepush.RetentionDefault + time.Hour)
+		e.cleanup()
+		e.do("POST", "/v1/notifications", e.admin, other).wantProblem(t, http.StatusConflict, "idempotency_conflict", "dedupeKey")
+		if a := e.send(e.admin, body); a.ID != first.ID || !a.Duplicate {
+			t.Errorf("the original after cleanup answered %+v, want a replay of %+v", a, first)
+		}
+
+		e.clock.Set(at)
+		e.drain()
+		if n := e.submissions(); n != 1 {
+			t.Fatalf("the providers received %d submissions, want 1", n)
+		}
+		e.clock.Advance(oncepush.RetentionDefault - time.Hour)
+		e.cleanup()
+		e.do("POST", "/v1/notifications", e.admin, other).wantProblem(t, http.StatusConflict, "idempotency_conflict", "dedupeKey")
+
+		e.clock.Advance(2 * time.Hour)
+		if st := e.cleanup(); st.Deliveries != 1 || st.Idempotency != 1 {
+			t.Errorf("cleanup past retention: %+v, want the delivery and its record deleted", st)
+		}
+		if a := e.send(e.admin, other); a.Duplicate || a.Queued != 1 {
+			t.Errorf("a new body once the key is free answered %+v, want it queued", a)
 		}
 	})
 }

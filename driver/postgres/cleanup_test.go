@@ -1,0 +1,131 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/internal/testdb"
+)
+
+// TestConcurrentDeletersFreeWhatTheyHeld: two transactions each delete one
+// of a message's two deliveries, which hold one key, and each then looks for
+// deliveries still referencing the message and holding the key. Under READ
+// COMMITTED each still sees the other's uncommitted row; without a lock both
+// would keep the message and the record, which then nobody would ever
+// delete. The second must wait for the first and see its commit. (SQLite has
+// one writer at a time; the race cannot arise there.)
+func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.Pool(t, testdb.Schema(t), 4)
+	drv := postgres.New(pool)
+	if _, err := drv.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := oncepush.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := c.Send(ctx, []string{"r1", "r2"}, oncepush.Message{Title: "t"},
+		&oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Each transaction deletes its recipient's delivery: neither waits.
+	begin := func(recipient string) (pgx.Tx, driver.Executor, *driver.DeletedDeliveries) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+		ex := drv.UnwrapExecutor(tx)
+		res, err := ex.RecipientDelete(ctx, recipient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx, ex, &res.Deliveries
+	}
+	// What the engine does after deleting deliveries (freeHeld).
+	type freed struct {
+		messages, records int
+		err               error
+	}
+	free := func(ex driver.Executor, del *driver.DeletedDeliveries) (f freed) {
+		if f.messages, f.err = ex.MessageDeleteOrphans(ctx, del.MessageIDs); f.err == nil {
+			f.records, f.err = ex.IdempotencyDeleteFreed(ctx, del.DedupKeys)
+		}
+		return f
+	}
+	tx1, ex1, del1 := begin("r1")
+	tx2, ex2, del2 := begin("r2")
+	var pid2 uint32
+	if err := tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2); err != nil {
+		t.Fatal(err)
+	}
+
+	if f := free(ex1, del1); f != (freed{}) {
+		t.Fatalf("first: %+v; want message and record kept (r2's delivery is not deleted yet)", f)
+	}
+	second := make(chan freed, 1)
+	go func() { second <- free(ex2, del2) }()
+	// The second either answers at once (it did not wait: message and record
+	// stay forever) or waits for the first's lock.
+	select {
+	case f := <-second:
+		_ = tx1.Commit(ctx)
+		_ = tx2.Commit(ctx)
+		t.Fatalf("the second deleter answered %+v without waiting for the first", f)
+	case <-waitForLock(t, pool, pid2):
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-second; f != (freed{messages: 1, records: 1}) {
+		t.Fatalf("second, after the first committed: %+v; want the message and the record deleted", f)
+	}
+	if err := tx2.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ex := drv.Exec()
+	if m, err := ex.MessageGet(ctx, sent.MessageID); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("message left behind: %+v, %v", m, err)
+	}
+	if rec, err := ex.IdempotencyGet(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("record left behind: %+v, %v", rec, err)
+	}
+}
+
+// waitForLock closes the returned channel once the backend pid waits for a
+// lock, as pg_stat_activity reports it.
+func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for {
+			var waiting bool
+			err := pool.QueryRow(t.Context(),
+				"SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
+			if err != nil {
+				t.Errorf("pg_stat_activity: %v", err)
+			}
+			if err != nil || waiting {
+				close(ch)
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return ch
+}

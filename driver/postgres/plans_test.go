@@ -1,0 +1,284 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncepush/oncepush/internal/sqlfile"
+	"github.com/oncepush/oncepush/internal/testdb"
+)
+
+// The tables that grow with traffic: no named query may read one of them
+// whole. The others (API keys, locks, migrations) hold a handful of rows.
+var ledgerTables = []string{
+	"oncepush_message", "oncepush_delivery", "oncepush_device_attempt", "oncepush_device",
+	"oncepush_idempotency", "oncepush_preference", "oncepush_revoked_session",
+}
+
+// planData fills a ledger large enough, and analyzed, for the planner to
+// choose as it would in production: 20,000 messages × 3 deliveries to 5,000
+// recipients (ids in send order, as real sends assign them), one recipient
+// ("heavy") with a delivery in every hundredth message (a deep history that
+// is still a small share of the table, as a busy recipient's is), one
+// message (id 1) with 200 more (a long list), devices and some of their
+// attempts, a week of revoked sessions, preferences, recorded requests.
+const planData = `
+INSERT INTO oncepush_message (type, title, body, ambiguity, scheduled_at, expires_at, created_at)
+SELECT 'plan', 't', 'b', 'resend', now() - i * interval '1 minute', now() + interval '1 day', now() - i * interval '1 minute'
+FROM generate_series(1, 20000) i;
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, status, next_attempt_at, created_at, finished_at)
+SELECT m.id, CASE WHEN j = 0 THEN 'heavy' ELSE 'r' || ((m.id * 3 + j) % 5000) END, md5(m.id || ':' || j), 'k' || m.id,
+       CASE WHEN m.id % 10 = 0 THEN 'pending' ELSE 'sent' END, m.created_at, m.created_at,
+       CASE WHEN m.id % 10 = 0 THEN NULL ELSE m.created_at END
+FROM oncepush_message m, generate_series(0, 3) j
+WHERE j > 0 OR m.id % 100 = 0
+ORDER BY m.id, j;
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, status, next_attempt_at, created_at)
+SELECT 1, 'b' || i, md5('b' || i), 'pending', now(), now() FROM generate_series(1, 200) i;
+INSERT INTO oncepush_device (recipient, transport, token, token_key, session, created_at, registered_at)
+SELECT 'r' || (i % 5000), 'fcm', 'tok' || i, 'tok' || i, CASE WHEN i % 2 = 0 THEN 's' || i ELSE '' END, now(), now()
+FROM generate_series(1, 10000) i;
+INSERT INTO oncepush_device_attempt (delivery_id, device_id, transport, token_key, state, updated_at)
+SELECT id, id % 10000 + 1, 'fcm', 'tok' || (id % 10000 + 1), 'accepted', now() FROM oncepush_delivery WHERE id % 10 = 0;
+INSERT INTO oncepush_revoked_session (session, revoked_at) SELECT 'x' || i, now() FROM generate_series(1, 30000) i;
+INSERT INTO oncepush_preference (recipient, updated_at) SELECT 'r' || i, now() FROM generate_series(1, 5000) i;
+INSERT INTO oncepush_idempotency (key, request_hash, message_id, queued, duplicates, created_at)
+SELECT 'k' || id, '\x01', id, 3, 0, created_at FROM oncepush_message;
+ANALYZE;
+`
+
+// planner is a migrated schema holding planData, and one connection to it.
+type planner struct {
+	conn *pgx.Conn
+}
+
+func newPlanner(t *testing.T) *planner {
+	t.Helper()
+	pool := testdb.Pool(t, testdb.Schema(t), 2)
+	if _, err := New(pool).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	if _, err := c.Exec(t.Context(), planData); err != nil {
+		t.Fatalf("plan data: %v", err)
+	}
+	return &planner{conn: c.Conn()}
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON).
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Filter    string     `json:"Filter"`
+	Plans     []planNode `json:"Plans"`
+}
+
+func (n *planNode) walk(fn func(*planNode)) {
+	fn(n)
+	for i := range n.Plans {
+		n.Plans[i].walk(fn)
+	}
+}
+
+func (n *planNode) String() string {
+	var b strings.Builder
+	var write func(n *planNode, depth int)
+	write = func(n *planNode, depth int) {
+		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), n.NodeType)
+		if n.Relation != "" {
+			fmt.Fprintf(&b, " on %s", n.Relation)
+		}
+		if n.Index != "" {
+			fmt.Fprintf(&b, " using %s", n.Index)
+		}
+		if n.IndexCond != "" {
+			fmt.Fprintf(&b, " [index cond: %s]", n.IndexCond)
+		}
+		if n.Filter != "" {
+			fmt.Fprintf(&b, " [filter: %s]", n.Filter)
+		}
+		b.WriteByte('\n')
+		for i := range n.Plans {
+			write(&n.Plans[i], depth+1)
+		}
+	}
+	write(n, 0)
+	return b.String()
+}
+
+// plan prepares the named query as the driver's statements are prepared
+// (PostgreSQL infers the parameter types, as it does for pgx's prepared
+// statements) and explains its execution with args under plan_cache_mode
+// mode: force_custom_plan is what the first executions of a statement get,
+// force_generic_plan what PostgreSQL may switch to after five. Args are SQL
+// literals; nil means NULL for every parameter (a generic plan ignores the
+// values).
+func (p *planner) plan(t *testing.T, name, mode string, args []string) *planNode {
+	t.Helper()
+	ctx := t.Context()
+	text, _ := sqlfile.Positional(q.Get(name))
+	if _, err := p.conn.Exec(ctx, "PREPARE plan_probe AS "+text); err != nil {
+		t.Fatalf("%s: prepare: %v", name, err)
+	}
+	defer func() {
+		if _, err := p.conn.Exec(ctx, "DEALLOCATE plan_probe"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	if args == nil {
+		var n int
+		if err := p.conn.QueryRow(ctx, "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'plan_probe'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		args = slices.Repeat([]string{"NULL"}, n)
+	}
+	if _, err := p.conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		t.Fatal(err)
+	}
+	execute := "EXECUTE plan_probe"
+	if len(args) > 0 {
+		execute += "(" + strings.Join(args, ", ") + ")"
+	}
+	var out []byte
+	if err := p.conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+execute).Scan(&out); err != nil {
+		t.Fatalf("%s (%s): explain: %v", name, mode, err)
+	}
+	var doc []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("%s: EXPLAIN output %s: %v", name, out, err)
+	}
+	return &doc[0].Plan
+}
+
+// seqScans names the ledger tables the plan reads whole.
+func seqScans(plan *planNode) []string {
+	var out []string
+	plan.walk(func(n *planNode) {
+		if n.NodeType == "Seq Scan" && slices.Contains(ledgerTables, n.Relation) {
+			out = append(out, n.Relation)
+		}
+	})
+	return out
+}
+
+var planModes = []string{"force_custom_plan", "force_generic_plan"}
+
+// TestQueryPlans explains the named queries on one analyzed ledger.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	p := newPlanner(t)
+	t.Run("EveryQueryReadsThroughIndexes", func(t *testing.T) { everyQueryReadsThroughIndexes(t, p) })
+	t.Run("CleanupReadsThroughIndexes", func(t *testing.T) { cleanupReadsThroughIndexes(t, p) })
+	t.Run("ListsSeekTheirCursor", func(t *testing.T) { listsSeekTheirCursor(t, p) })
+}
+
+// everyQueryReadsThroughIndexes: no named query reads a ledger table whole in
+// its generic plan (the one whose choice does not depend on the values, so
+// NULL stands for each), as TestQueriesReadThroughIndexes checks for SQLite.
+func everyQueryReadsThroughIndexes(t *testing.T, p *planner) {
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if strings.HasPrefix(name, "Migration") || name == "Wake" {
+			continue
+		}
+		plan := p.plan(t, name, "force_generic_plan", nil)
+		if scans := seqScans(plan); len(scans) > 0 {
+			t.Errorf("%s (generic plan) reads %v whole:\n%s", name, scans, plan)
+		}
+	}
+}
+
+// cleanupReadsThroughIndexes: every statement of a cleanup round reads the
+// ledger through indexes, never a whole table, in custom and generic plans,
+// so that a batch costs the same however many messages and deliveries are
+// retained.
+func cleanupReadsThroughIndexes(t *testing.T, p *planner) {
+	cases := map[string][]string{
+		"DeliveryDeleteFinished":    {"now()", "604800000000", "1000"},
+		"MessageLockMany":           {"'{1,2,3}'"},
+		"MessageDeleteOrphans":      {"'{1,2,3}'"},
+		"MessageSweepOrphans":       {"5000", "1000"},
+		"IdempotencyLockMany":       {"'{k1,k2,k3}'"},
+		"IdempotencyDeleteFreed":    {"'{k1,k2,k3}'"},
+		"DeliveryOverdue":           {"now()", "160000000"},
+		"DeliveryDeleteByRecipient": {"'heavy'"},
+	}
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		for _, mode := range planModes {
+			plan := p.plan(t, name, mode, cases[name])
+			if scans := seqScans(plan); len(scans) > 0 {
+				t.Errorf("%s (%s) reads %v whole:\n%s", name, mode, scans, plan)
+			}
+		}
+	}
+}
+
+// listsSeekTheirCursor: a page of a list, first or deep, reads its rows
+// through the index with the cursor in the index condition, in index order,
+// stopping at the page's end: it never reads (and filters out) the rows
+// before the cursor. A condition such as "@before_id = 0 OR id < @before_id"
+// is folded away in a custom plan but is a filter in a generic one, which
+// PostgreSQL may choose for a prepared statement after five executions: the
+// 1,000th page of a history would read 50,000 rows to return 50.
+func listsSeekTheirCursor(t *testing.T, p *planner) {
+	var heavyMid, messageMid int64
+	if err := p.conn.QueryRow(t.Context(), `SELECT
+		(SELECT id FROM oncepush_delivery WHERE recipient = 'heavy' ORDER BY id OFFSET 100 LIMIT 1),
+		(SELECT id FROM oncepush_delivery WHERE message_id = 1 ORDER BY id OFFSET 100 LIMIT 1)`).Scan(&heavyMid, &messageMid); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, page string
+		args       []string
+		table      string // the listed table
+		cond       string // in the index condition: the cursor's, for a paged list
+		paged      bool   // read in index order, stopping at the limit
+	}{
+		// The engine asks for the first page as "before the largest id".
+		{"DeliveryListByRecipient", "first", []string{"'heavy'", fmt.Sprint(int64(math.MaxInt64)), "50"}, "oncepush_delivery", "id <", true},
+		{"DeliveryListByRecipient", "deep", []string{"'heavy'", fmt.Sprint(heavyMid), "50"}, "oncepush_delivery", "id <", true},
+		{"DeliveryListByMessage", "first", []string{"1", "0", "50"}, "oncepush_delivery", "id >", true},
+		{"DeliveryListByMessage", "deep", []string{"1", fmt.Sprint(messageMid), "50"}, "oncepush_delivery", "id >", true},
+		// A recipient's devices are one page: at most 10 are kept.
+		{"DeviceListByRecipient", "only", []string{"'r1'"}, "oncepush_device", "recipient =", false},
+	}
+	for _, tc := range cases {
+		for _, mode := range planModes {
+			plan := p.plan(t, tc.name, mode, tc.args)
+			var scans []*planNode
+			plan.walk(func(n *planNode) {
+				if n.Relation == tc.table {
+					scans = append(scans, n)
+				}
+			})
+			ok := len(scans) == 1 && scans[0].Filter == ""
+			if ok {
+				scan := scans[0]
+				cond := scan.IndexCond
+				if scan.NodeType == "Bitmap Heap Scan" && len(scan.Plans) == 1 {
+					cond = scan.Plans[0].IndexCond
+				}
+				ordered := scan.NodeType == "Index Scan" || scan.NodeType == "Index Only Scan"
+				ok = strings.Contains(cond, tc.cond) && (ordered || !tc.paged)
+			}
+			if !ok {
+				t.Errorf("%s, %s page (%s): want one index scan of %s with %q in its index condition and no filter:\n%s",
+					tc.name, tc.page, mode, tc.table, tc.cond, plan)
+			}
+		}
+	}
+}
