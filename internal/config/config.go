@@ -92,6 +92,7 @@ type Engine struct {
 	ConcurrentSends        int      `json:"concurrentSends,omitempty"`
 	RunBudget              Duration `json:"runBudget,omitempty"`
 	SendTimeout            Duration `json:"sendTimeout,omitempty"`
+	Lease                  Duration `json:"lease,omitempty"`
 	MaxAttempts            int      `json:"maxAttempts,omitempty"`
 	BackoffMin             Duration `json:"backoffMin,omitempty"`
 	BackoffMax             Duration `json:"backoffMax,omitempty"`
@@ -281,8 +282,8 @@ func (st *Settings) ClientConfig() *oncepush.Config {
 	e := st.Engine
 	cfg := &oncepush.Config{
 		BatchSize: e.BatchSize, Workers: e.Workers, ConcurrentSends: e.ConcurrentSends,
-		RunBudget: time.Duration(e.RunBudget), SendTimeout: time.Duration(e.SendTimeout), MaxAttempts: e.MaxAttempts,
-		BackoffMin: time.Duration(e.BackoffMin), BackoffMax: time.Duration(e.BackoffMax),
+		RunBudget: time.Duration(e.RunBudget), SendTimeout: time.Duration(e.SendTimeout), Lease: time.Duration(e.Lease),
+		MaxAttempts: e.MaxAttempts, BackoffMin: time.Duration(e.BackoffMin), BackoffMax: time.Duration(e.BackoffMax),
 		MessageLifetime: time.Duration(e.MessageLifetime), Retention: time.Duration(e.Retention),
 		MaxDevicesPerRecipient: e.MaxDevicesPerRecipient, CleanupInterval: time.Duration(e.CleanupInterval),
 		PollInterval: time.Duration(e.PollInterval), Ambiguity: oncepush.AmbiguityPolicy(e.Ambiguity),

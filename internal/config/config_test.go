@@ -65,6 +65,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"bad log level", `{"log": {"level": "loud"}}`, Flags{}, "--log-level"},
 		{"engine refuses", `{"engine": {"batchSize": 20000}}`, Flags{}, "engine"},
 		{"bad policy", `{"engine": {"ambiguity": "twice"}}`, Flags{}, "engine"},
+		{"lease within a run", `{"engine": {"lease": "25s"}}`, Flags{}, "engine"},
+		{"lease shorter than a longer run", `{"engine": {"runBudget": "1m", "lease": "70s"}}`, Flags{}, "engine"},
 	} {
 		f := tc.flags
 		f.Config = writeConfig(t, tc.file)
@@ -90,5 +92,25 @@ func TestProviderFilesAreChecked(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || se.Setting != "providers.apns.keyFile" {
 		t.Fatalf("unreadable key file: %v", err)
+	}
+}
+
+// The lease is a setting of its own, validated the way the library validates
+// it: longer than RunBudget + SendTimeout.
+func TestLeaseIsASetting(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{Config: writeConfig(t, `{"engine": {"lease": "5m"}}`)}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ClientConfig().Lease; got != 5*time.Minute {
+		t.Fatalf("engine.lease 5m gave Config.Lease %s", got)
+	}
+	st, err = Load(Flags{}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ClientConfig().Lease; got != 0 {
+		t.Fatalf("without engine.lease, Config.Lease is %s, want 0 (the library's default)", got)
 	}
 }
