@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,15 @@ type env struct {
 	drain func()
 	// closeDB closes the server's database handle (to make it unreachable).
 	closeDB func()
+	// outage makes the database unreachable: on PostgreSQL as a restart
+	// does (its backends terminated, new connections refused with 57P03),
+	// on SQLite by closing the handle.
+	outage func()
+	// restore ends a PostgreSQL outage; nil on SQLite.
+	restore func()
+	// dbWords are the words of the database's own errors (user, database,
+	// address, schema or file) that no answer may repeat.
+	dbWords []string
 	count   func(table string) int
 
 	// admin is a key with every scope.
@@ -114,18 +124,25 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 	t.Cleanup(e.checkLogs)
 	switch db {
 	case "sqlite":
-		drv, err := sqlite.Open(filepath.Join(t.TempDir(), "oncepush.db"), nil)
+		path := filepath.Join(t.TempDir(), "oncepush.db")
+		drv, err := sqlite.Open(path, nil)
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
 		var closed sync.Once
 		e.closeDB = func() { closed.Do(func() { _ = drv.Close() }) }
 		t.Cleanup(e.closeDB)
+		e.outage = e.closeDB
+		e.dbWords = []string{filepath.Base(filepath.Dir(path)), "oncepush.db"}
 		e.count = countWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
 		build(e, drv, o)
 	case "postgres":
-		pool := testdb.Pool(t, testdb.Schema(t), 0)
+		out := outagePool(t, testdb.Schema(t))
+		pool := out.pool
 		e.closeDB = pool.Close // idempotent
+		e.outage, e.restore = out.begin, out.end
+		cc := pool.Config().ConnConfig
+		e.dbWords = []string{cc.User, cc.Database, cc.Host, strconv.Itoa(int(cc.Port)), cc.RuntimeParams["search_path"]}
 		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
 		build(e, postgres.New(pool), o)
 	default:

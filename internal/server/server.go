@@ -270,12 +270,22 @@ func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
 }
 
 // readyz: the database answers and is migrated to exactly this build's schema.
+// It needs no key, so its answer says which of those failed and nothing of
+// the database's own error text (user, database, address); that goes to the
+// log.
 func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	if err := s.client.CheckSchema(ctx); err != nil {
-		p := problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
-		writeProblem(w, r, p)
+		detail := "the database cannot be reached"
+		switch {
+		case errors.Is(err, oncepush.ErrSchemaNotCurrent):
+			detail = "the database is not migrated to this build's schema: run oncepush migrate"
+		case errors.Is(err, oncepush.ErrSchemaTooNew):
+			detail = "the database was migrated by a newer oncepush than this one"
+		}
+		s.log.WarnContext(r.Context(), "not ready", slog.String("reason", detail), slog.Any("error", err))
+		writeProblem(w, r, problem(http.StatusServiceUnavailable, CodeUnavailable, detail))
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
