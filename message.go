@@ -23,7 +23,9 @@ type Message struct {
 	// Data travels with the push (as string values: strings as they are, other
 	// values JSON-encoded). At most 4096 bytes encoded, the smallest provider's
 	// payload limit. The key "oncepush_id" is reserved: it carries the
-	// notification id so a client can keep a seen-set.
+	// notification id so a client can keep a seen-set. Numbers travel as
+	// encoding/json writes them: give json.Number (or json.RawMessage) to keep
+	// digits a float64 cannot hold, such as 9007199254740993.
 	Data map[string]any
 	// Link is the in-app path a tap opens ("/invoices/inv_2201"); it must be an
 	// absolute path.

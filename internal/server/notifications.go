@@ -117,20 +117,20 @@ func renameField(err error) error {
 
 // notificationView is GET /v1/notifications/{id}.
 type notificationView struct {
-	ID                int64          `json:"id"`
-	Type              string         `json:"type"`
-	Title             string         `json:"title"`
-	Body              string         `json:"body"`
-	Data              map[string]any `json:"data"`
-	Link              string         `json:"link"`
-	Image             string         `json:"image"`
-	Category          string         `json:"category"`
-	Ambiguity         string         `json:"ambiguity"`
-	ScheduledAt       time.Time      `json:"scheduledAt"`
-	ExpiresAt         time.Time      `json:"expiresAt"`
-	CreatedAt         time.Time      `json:"createdAt"`
-	Counts            map[string]int `json:"counts"`
-	AmbiguousAttempts int            `json:"ambiguousAttempts"`
+	ID                int64           `json:"id"`
+	Type              string          `json:"type"`
+	Title             string          `json:"title"`
+	Body              string          `json:"body"`
+	Data              json.RawMessage `json:"data"` // as stored: numbers keep their digits
+	Link              string          `json:"link"`
+	Image             string          `json:"image"`
+	Category          string          `json:"category"`
+	Ambiguity         string          `json:"ambiguity"`
+	ScheduledAt       time.Time       `json:"scheduledAt"`
+	ExpiresAt         time.Time       `json:"expiresAt"`
+	CreatedAt         time.Time       `json:"createdAt"`
+	Counts            map[string]int  `json:"counts"`
+	AmbiguousAttempts int             `json:"ambiguousAttempts"`
 }
 
 var allStatuses = []oncepush.DeliveryStatus{
@@ -162,12 +162,13 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	v := notificationView{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Link: m.Link, Image: m.Image, Category: m.Category,
 		Ambiguity: m.Ambiguity, ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
-		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: map[string]any{},
+		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
 	}
 	if len(m.Data) > 0 {
-		if err := json.Unmarshal(m.Data, &v.Data); err != nil {
-			return fmt.Errorf("stored data of message %d: %w", id, err)
+		if !json.Valid(m.Data) {
+			return fmt.Errorf("stored data of message %d is not JSON", id)
 		}
+		v.Data = m.Data
 	}
 	for _, st := range allStatuses {
 		v.Counts[string(st)] = counts[st]

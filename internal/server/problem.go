@@ -154,6 +154,9 @@ func (s *core) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
+	// Numbers stay as written (json.Number): data is stored and hashed, and a
+	// float64 would round 9007199254740993 to …992.
+	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		p := decodeProblem(err, s.maxBody)
 		if p.Code == CodeUnknownField {
