@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
@@ -134,6 +136,79 @@ func TestDataNumbersReachTheProviderExactly(t *testing.T) {
 			var got bytes.Buffer // PostgreSQL's jsonb spaces a nested value out
 			if err := json.Compact(&got, []byte(subs[0].Data[k])); err != nil || got.String() != want {
 				t.Errorf("data[%q] reached the provider as %q, want %s", k, subs[0].Data[k], want)
+			}
+		}
+	})
+}
+
+// Text the databases cannot store alike — a NUL character (PostgreSQL refuses
+// it, SQLite keeps it) or bytes that are not UTF-8 (which encoding/json would
+// silently replace in data) — is refused before anything is written, naming
+// the field, on both drivers.
+func TestTextFieldsRefuseNULAndInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, l *lib) {
+		msg := func(change func(*oncepush.Message)) oncepush.Message {
+			m := oncepush.Message{Title: "Hello", Body: "there"}
+			change(&m)
+			return m
+		}
+		dev := func(change func(*oncepush.Device)) oncepush.Device {
+			d := oncepush.Device{Recipient: "u_1", Transport: oncepush.TransportFCM, Token: fcmToken}
+			change(&d)
+			return d
+		}
+		type call struct {
+			name  string
+			do    func() error
+			field string
+		}
+		var calls []call
+		for _, bad := range []struct{ name, s string }{{"NUL", "a\x00b"}, {"invalid UTF-8", "a\xffb"}, {"a lone surrogate", "a\xed\xa0\x80b"}} {
+			send := func(field string, rs []string, m oncepush.Message, o *oncepush.SendOptions) {
+				calls = append(calls, call{bad.name + " in " + field, func() error { _, err := l.send(rs, m, o); return err }, field})
+			}
+			s := bad.s
+			send("recipients[1]", []string{"u_1", s}, msg(func(*oncepush.Message) {}), nil)
+			send("type", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Type = s }), nil)
+			send("title", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Title = s }), nil)
+			send("body", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Body = s }), nil)
+			send("link", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Link = "/orders/" + s }), nil)
+			send("image", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Image = "https://img.example/" + s }), nil)
+			send("data", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Data = map[string]any{"note": s} }), nil)
+			send("data", []string{"u_1"}, msg(func(m *oncepush.Message) { m.Data = map[string]any{s: "key"} }), nil)
+			send("data", []string{"u_1"}, msg(func(m *oncepush.Message) {
+				m.Data = map[string]any{"order": map[string]any{"lines": []any{"ok", map[string]string{"sku": s}}}}
+			}), nil)
+			send("data", []string{"u_1"}, msg(func(m *oncepush.Message) {
+				m.Data = map[string]any{"raw": json.RawMessage(`{"x": "` + s + `"}`)}
+			}), nil)
+			send("dedupKey", []string{"u_1"}, msg(func(*oncepush.Message) {}), &oncepush.SendOptions{DedupKey: s})
+			send("category", []string{"u_1"}, msg(func(*oncepush.Message) {}), &oncepush.SendOptions{Category: s})
+
+			reg := func(field string, d oncepush.Device) {
+				calls = append(calls, call{bad.name + " in device " + field, func() error { return l.register(d) }, field})
+			}
+			reg("recipient", dev(func(d *oncepush.Device) { d.Recipient = s }))
+			reg("token", dev(func(d *oncepush.Device) { d.Token = oncepush.Token(fcmToken + s) }))
+			reg("platform", dev(func(d *oncepush.Device) { d.Platform = s }))
+			reg("session", dev(func(d *oncepush.Device) { d.Session = s }))
+			reg("locale", dev(func(d *oncepush.Device) { d.Locale = "de" + s }))
+			reg("timeZone", dev(func(d *oncepush.Device) { d.TimeZone = "Europe/Zurich" + s }))
+			calls = append(calls,
+				call{bad.name + " in unregister recipient", func() error { return l.unregister(s, oncepush.TransportFCM, fcmToken) }, "recipient"},
+				call{bad.name + " in revoked session", func() error { return l.revoke(s) }, "session"},
+			)
+		}
+		for _, c := range calls {
+			before := l.rows()
+			err := c.do()
+			var ve *oncepush.ValidationError
+			if !errors.As(err, &ve) || ve.Field != c.field {
+				t.Errorf("%s: got %v, want a validation error naming %s", c.name, err, c.field)
+			}
+			if after := l.rows(); !maps.Equal(before, after) {
+				t.Errorf("%s: wrote rows: %v, before %v", c.name, after, before)
 			}
 		}
 	})

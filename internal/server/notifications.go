@@ -347,10 +347,12 @@ func pathID(r *http.Request, name string) (int64, error) {
 	return id, nil
 }
 
+// pathRecipient is the {recipient} of the path, checked as the library checks
+// recipients before it reaches a query.
 func pathRecipient(r *http.Request) (string, error) {
 	rec := r.PathValue("recipient")
-	if rec == "" || len(rec) > 200 {
-		return "", fieldProblem(CodeInvalidField, "recipient", "must be 1 to 200 bytes")
+	if err := oncepush.ValidateRecipient(rec); err != nil {
+		return "", err
 	}
 	return rec, nil
 }

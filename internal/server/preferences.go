@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -39,8 +40,9 @@ func (p *preferencesBody) check() error {
 		return fieldProblem(CodeInvalidField, "optOut", fmt.Sprintf("at most %d categories", maxOptOuts))
 	}
 	for i, c := range p.OptOut {
-		if c == "" || len(c) > maxCategoryLen || !utf8.ValidString(c) {
-			return fieldProblem(CodeInvalidField, fmt.Sprintf("optOut[%d]", i), fmt.Sprintf("a category is 1 to %d bytes of UTF-8", maxCategoryLen))
+		if c == "" || len(c) > maxCategoryLen || !storableText(c) {
+			return fieldProblem(CodeInvalidField, fmt.Sprintf("optOut[%d]", i),
+				fmt.Sprintf("a category is 1 to %d bytes of UTF-8, without a NUL character", maxCategoryLen))
 		}
 	}
 	if q := p.QuietHours; q != nil {
@@ -58,12 +60,16 @@ func (p *preferencesBody) check() error {
 		if q.TimeZone == "" {
 			return fieldProblem(CodeMissingField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
 		}
-		if _, err := loadZone(q.TimeZone); err != nil {
+		if _, err := loadZone(q.TimeZone); err != nil || !storableText(q.TimeZone) {
 			return fieldProblem(CodeInvalidField, "quietHours.timeZone", fmt.Sprintf("%q is not an IANA time zone", q.TimeZone))
 		}
 	}
 	return nil
 }
+
+// storableText is what the library's text fields hold too: UTF-8 without a
+// NUL character, which PostgreSQL cannot store.
+func storableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 // parseClock reads "HH:MM" as minutes after midnight.
 func parseClock(s string) (int, error) {
