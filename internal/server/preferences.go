@@ -17,16 +17,16 @@ import (
 
 // quietHours is a daily window in the recipient's time zone.
 type quietHours struct {
-	Start    string `json:"start"`    // "22:00"
-	End      string `json:"end"`      // "07:00"; before Start means the window crosses midnight
-	TimeZone string `json:"timeZone"` // IANA, e.g. "Europe/Zurich"
+	Start    string `json:"start" api:"required"`    // "22:00"
+	End      string `json:"end" api:"required"`      // "07:00"; before Start means the window crosses midnight
+	TimeZone string `json:"timeZone" api:"required"` // IANA, e.g. "Europe/Zurich"
 }
 
 // preferencesBody is GET and PUT /v1/recipients/{recipient}/preferences.
 type preferencesBody struct {
 	// OptOut lists the categories the recipient does not want.
-	OptOut     []string    `json:"optOut"`
-	QuietHours *quietHours `json:"quietHours"`
+	OptOut     []string    `json:"optOut" api:"nullable"`
+	QuietHours *quietHours `json:"quietHours" api:"nullable"`
 }
 
 // Preference limits.
@@ -58,7 +58,7 @@ func (p *preferencesBody) check() error {
 			return fieldProblem(CodeInvalidField, "quietHours.end", "must differ from start (an empty window is no quiet hours: send null)")
 		}
 		if q.TimeZone == "" {
-			return fieldProblem(CodeMissingField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
+			return fieldProblem(CodeInvalidField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
 		}
 		if _, err := loadZone(q.TimeZone); err != nil || !storableText(q.TimeZone) {
 			return fieldProblem(CodeInvalidField, "quietHours.timeZone", fmt.Sprintf("%q is not an IANA time zone", q.TimeZone))

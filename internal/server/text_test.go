@@ -20,7 +20,7 @@ func TestNULIsRefusedInEveryTextField(t *testing.T) {
 		device := func(extra string) string { return `{"transport": "fcm", "token": "` + tok + `"` + extra + `}` }
 		const nul = `\u0000`
 		cases := []badRequest{
-			{"title", "POST", "/v1/notifications", send(`, "title": "Hel` + nul + `lo"`), nil, 400, "invalid_field", "title"},
+			{"title", "POST", "/v1/notifications", `{"recipients": ["u_1"], "title": "Hel` + nul + `lo"}`, nil, 400, "invalid_field", "title"},
 			{"body", "POST", "/v1/notifications", send(`, "body": "` + nul + `"`), nil, 400, "invalid_field", "body"},
 			{"type", "POST", "/v1/notifications", send(`, "type": "invoice` + nul + `"`), nil, 400, "invalid_field", "type"},
 			{"recipient", "POST", "/v1/notifications", `{"recipients": ["u_1", "u_` + nul + `2"], "title": "Hello"}`, nil, 400, "invalid_field", "recipients[1]"},
