@@ -62,6 +62,8 @@ type envOptions struct {
 	unmigrated bool                   // leave the database unmigrated (and keyless)
 	maxBody    int64                  // server.Options.MaxBodyBytes
 	config     func(*oncepush.Config) // adjusts the client's configuration
+	// sqliteBusyTimeout replaces the SQLite driver's busy timeout.
+	sqliteBusyTimeout time.Duration
 }
 
 // env is one test's server: an in-process oncepush server on its own
@@ -88,6 +90,8 @@ type env struct {
 	outage func()
 	// restore ends a PostgreSQL outage; nil on SQLite.
 	restore func()
+	// sqlitePath is the SQLite file ("" on PostgreSQL).
+	sqlitePath string
 	// dbWords are the words of the database's own errors (user, database,
 	// address, schema or file) that no answer may repeat.
 	dbWords []string
@@ -125,7 +129,8 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 	switch db {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "oncepush.db")
-		drv, err := sqlite.Open(path, nil)
+		e.sqlitePath = path
+		drv, err := sqlite.Open(path, &sqlite.Options{BusyTimeout: o.sqliteBusyTimeout})
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
 	"github.com/oncepush/oncepush"
@@ -71,6 +70,10 @@ var titles = map[string]string{
 	CodeInternal:             "Internal error",
 }
 
+// retryAfterUnavailable is the Retry-After of a 503, in seconds: about as long
+// as a PostgreSQL restart takes.
+const retryAfterUnavailable = "5"
+
 // ProblemTypeBase prefixes every problem type URI.
 const ProblemTypeBase = "https://oncepush.dev/problems/"
 
@@ -84,8 +87,9 @@ func fieldProblem(code, field, detail string) *Problem {
 	return p
 }
 
-// asProblem turns any error into the problem the client sees.
-func asProblem(err error) *Problem {
+// asProblem turns any error into the problem the client sees; down says
+// whether an error means the database cannot be reached.
+func asProblem(err error, down func(error) bool) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
@@ -100,9 +104,8 @@ func asProblem(err error) *Problem {
 	if errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, "no such resource")
 	}
-	var netErr *net.OpError
-	if errors.As(err, &netErr) {
-		return unavailable(err) // the database cannot be reached
+	if down(err) {
+		return unavailable(err)
 	}
 	p = problem(http.StatusInternalServerError, CodeInternal, "the server failed; the error is in its log")
 	p.cause = err
@@ -118,6 +121,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	for k, v := range out.header {
 		w.Header()[k] = v
+	}
+	if out.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -59,6 +60,21 @@ type core struct {
 	metrics *Metrics
 	maxBody int64
 	version string
+	// down says whether an error means the database cannot be reached (an
+	// answer of 503, not 500): the driver's Unavailable when it has one.
+	down func(error) bool
+}
+
+// unavailability is what a driver offers to tell an unreachable database from
+// a failed statement (both built-in drivers do).
+type unavailability interface {
+	Unavailable(err error) bool
+}
+
+// netDown is the guess for a driver without Unavailable: a network error.
+func netDown(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }
 
 // New returns a server; Handler serves it.
@@ -77,6 +93,10 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.maxBody = MaxBodyBytesDefault
 	}
 	s.version = o.Version
+	s.down = netDown
+	if u, ok := any(o.Driver).(unavailability); ok {
+		s.down = u.Unavailable
+	}
 	s.keys.ttl = o.KeyCacheTTL
 	if s.keys.ttl == 0 {
 		s.keys.ttl = KeyCacheTTLDefault
@@ -179,7 +199,7 @@ func (s *Server[TTx]) handle(pattern, scope string, h handlerFunc) {
 			return h(rec, r)
 		}()
 		if err != nil {
-			p := asProblem(err)
+			p := asProblem(err, s.down)
 			if p.Status >= 500 {
 				s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 					slog.String("route", pattern), slog.String("key", keyID), slog.Any("error", errors.Join(err, p.cause)))
