@@ -114,3 +114,26 @@ func TestLeaseIsASetting(t *testing.T) {
 		t.Fatalf("without engine.lease, Config.Lease is %s, want 0 (the library's default)", got)
 	}
 }
+
+func TestMetricsListen(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{}, env(nil))
+	if err != nil || st.MetricsListen != "" {
+		t.Fatalf("default: %q, %v; want none", st.MetricsListen, err)
+	}
+	file := writeConfig(t, `{"metricsListen": "127.0.0.1:9001"}`)
+	if st, err = Load(Flags{Config: file}, env(nil)); err != nil || st.MetricsListen != "127.0.0.1:9001" {
+		t.Fatalf("file: %q, %v", st.MetricsListen, err)
+	}
+	if st, err = Load(Flags{Config: file}, env(map[string]string{EnvMetricsListen: "127.0.0.1:9002"})); err != nil || st.MetricsListen != "127.0.0.1:9002" {
+		t.Fatalf("environment over file: %q, %v", st.MetricsListen, err)
+	}
+	if st, err = Load(Flags{Config: file, MetricsListen: "127.0.0.1:9003"}, env(map[string]string{EnvMetricsListen: "127.0.0.1:9002"})); err != nil || st.MetricsListen != "127.0.0.1:9003" {
+		t.Fatalf("flag over environment: %q, %v", st.MetricsListen, err)
+	}
+	_, err = Load(Flags{MetricsListen: "9090"}, env(nil))
+	var se *Error
+	if !errors.As(err, &se) || se.Setting != "--metrics-listen" {
+		t.Fatalf("a port without a host: %v, want an error naming --metrics-listen", err)
+	}
+}

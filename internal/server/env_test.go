@@ -64,6 +64,10 @@ type envOptions struct {
 	config     func(*oncepush.Config) // adjusts the client's configuration
 	// sqliteBusyTimeout replaces the SQLite driver's busy timeout.
 	sqliteBusyTimeout time.Duration
+	// separateMetrics and backlogMax are server.Options.SeparateMetrics and
+	// BacklogCountMax.
+	separateMetrics bool
+	backlogMax      int
 }
 
 // env is one test's server: an in-process oncepush server on its own
@@ -80,8 +84,14 @@ type env struct {
 	web   *pushtest.Provider
 	rus   *pushtest.Provider
 	ex    driver.Executor
+	// opsURL serves the server's OperationsHandler (/metrics, /healthz,
+	// /readyz), as a listener of its own would.
+	opsURL string
 	// drain delivers everything due at the clock's now.
 	drain func()
+	// refreshBacklog reads the due backlog into the metrics, as the serving
+	// process does every BacklogIntervalDefault.
+	refreshBacklog func()
 	// closeDB closes the server's database handle (to make it unreachable).
 	closeDB func()
 	// outage makes the database unreachable: on PostgreSQL as a restart
@@ -194,12 +204,22 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	}
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Driver: drv, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
+		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	ops := httptest.NewServer(srv.OperationsHandler())
+	t.Cleanup(ops.Close)
+	e.opsURL = ops.URL
+	e.refreshBacklog = func() {
+		t.Helper()
+		if err := srv.RefreshBacklog(t.Context()); err != nil {
+			t.Fatalf("RefreshBacklog: %v", err)
+		}
+	}
 	s, err := spec()
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)

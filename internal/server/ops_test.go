@@ -153,10 +153,17 @@ func TestWrongMethodOnOperationsEndpoints(t *testing.T) {
 	})
 }
 
-// metricValues reads the unlabelled samples of a Prometheus text exposition.
+// metricValues reads the samples of the API's /metrics.
 func metricValues(t *testing.T, e *env) map[string]float64 {
 	t.Helper()
-	r := e.do("GET", "/metrics", "", nil).want(t, http.StatusOK)
+	return parseMetrics(t, e.do("GET", "/metrics", "", nil))
+}
+
+// parseMetrics reads the samples of a Prometheus text exposition, by name
+// with labels.
+func parseMetrics(t *testing.T, r *reply) map[string]float64 {
+	t.Helper()
+	r.want(t, http.StatusOK)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("/metrics Content-Type %q", ct)
 	}

@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,8 +32,16 @@ type Options[TTx any] struct {
 	// Driver is the client's driver (for the server's own state: keys,
 	// preferences, idempotency records).
 	Driver driver.Driver[TTx]
-	// Metrics, when set, is served at /metrics and counts HTTP requests.
+	// Metrics, when set, is served at /metrics and counts HTTP requests. Its
+	// backlog gauges are as fresh as WatchBacklog (or RefreshBacklog) keeps
+	// them.
 	Metrics *Metrics
+	// SeparateMetrics serves /metrics on OperationsHandler only (a listener
+	// of its own), not on Handler, where it answers 404.
+	SeparateMetrics bool
+	// BacklogCountMax is the most due deliveries a backlog read counts; default
+	// BacklogCountMaxDefault.
+	BacklogCountMax int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; default MaxBodyBytesDefault.
@@ -52,7 +61,19 @@ type Server[TTx any] struct {
 	drv    driver.Driver[TTx]
 	mux    *http.ServeMux
 	keys   keyCache
+	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
+	separate   bool
+	backlogMax int
 }
+
+// Backlog reads.
+const (
+	// BacklogCountMaxDefault caps the due count: on PostgreSQL, counting 2.2M
+	// due rows took 0.7-1.3 s, 10,000 took 4 ms.
+	BacklogCountMaxDefault = 10000
+	// BacklogIntervalDefault is how often a serving process reads the backlog.
+	BacklogIntervalDefault = 15 * time.Second
+)
 
 // core is what does not depend on the transaction type.
 type core struct {
@@ -93,6 +114,8 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.maxBody = MaxBodyBytesDefault
 	}
 	s.version = o.Version
+	s.separate = o.SeparateMetrics
+	s.backlogMax = cmp.Or(o.BacklogCountMax, BacklogCountMaxDefault)
 	s.down = netDown
 	if u, ok := any(o.Driver).(unavailability); ok {
 		s.down = u.Unavailable
@@ -109,14 +132,18 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 func (s *Server[TTx]) Handler() http.Handler { return s.mux }
 
 // OperationsHandler serves only /metrics, /healthz and /readyz: what a
-// worker process (oncepush work) exposes.
+// worker process (oncepush work) exposes, and the listener of its own that
+// SeparateMetrics gives a serving process.
 func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+	for _, p := range []string{"/healthz", "/readyz"} {
 		mux.Handle(p, s.mux)
 	}
+	if s.metrics != nil {
+		mux.Handle("GET /metrics", s.metrics.Handler())
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "a worker serves /metrics, /healthz and /readyz only"))
+		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
 	return mux
 }
@@ -145,8 +172,9 @@ func (s *Server[TTx]) routes() {
 		_, err := w.Write(api.OpenAPI)
 		return err
 	})
-	if s.metrics != nil {
-		s.mux.Handle("GET /metrics", s.metrics.Handler(s.dueStats))
+	onAPI := s.metrics != nil && !s.separate
+	if onAPI {
+		s.mux.Handle("GET /metrics", s.metrics.Handler())
 	}
 	// Paths the API knows, with a method it does not serve: 405 with Allow.
 	for path, allow := range map[string]string{
@@ -164,6 +192,9 @@ func (s *Server[TTx]) routes() {
 		"/metrics":                               "GET",
 		"/openapi.json":                          "GET",
 	} {
+		if path == "/metrics" && !onAPI {
+			continue // not served here: 404
+		}
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
@@ -312,7 +343,44 @@ func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// dueStats feeds the backlog gauges at scrape time.
-func (s *Server[TTx]) dueStats(ctx context.Context) (int, time.Duration, error) {
-	return s.drv.Exec().DeliveryDueStats(ctx, nil)
+// RefreshBacklog reads the due backlog once — the count capped at
+// BacklogCountMax, and the oldest due delivery's age — into the metrics.
+func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
+	if s.metrics == nil {
+		return nil
+	}
+	at, now := time.Now(), (*time.Time)(nil) // nil: the database's clock
+	if c := s.client.Config().Clock; c != nil {
+		at = c.Now()
+		now = &at
+	}
+	n, age, err := s.drv.Exec().DeliveryDueStats(ctx, now, s.backlogMax)
+	if err != nil {
+		s.metrics.readFail.Inc()
+		return fmt.Errorf("read the due backlog: %w", err)
+	}
+	s.metrics.setBacklog(n, s.backlogMax, age, at)
+	return nil
+}
+
+// WatchBacklog refreshes the backlog gauges every interval until ctx ends:
+// one bounded query per interval per process, however often /metrics is
+// scraped. (Call RefreshBacklog first for values from the start.) A failed
+// read keeps the last values — their timestamp says how old they are — and
+// is logged.
+func (s *Server[TTx]) WatchBacklog(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		if err := s.RefreshBacklog(rctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "backlog read failed; the backlog gauges keep their last values", slog.Any("error", err))
+		}
+		cancel()
+	}
 }
