@@ -87,5 +87,13 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 		if status, _ := get("/v1/recipients/u_1/devices"); status != http.StatusNotFound {
 			t.Errorf("operations listener serves the API: %d", status)
 		}
+		resp, err := http.Post(e.opsURL+"/metrics", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+			t.Errorf("POST /metrics on the operations listener: %d, Allow %q; want 405 and GET", resp.StatusCode, resp.Header.Get("Allow"))
+		}
 	})
 }

@@ -141,6 +141,10 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 	}
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics.Handler())
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET")
+			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not served here; allowed: GET"))
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
