@@ -344,8 +344,8 @@ func (c *Client[TTx]) Devices(ctx context.Context, recipient string) ([]Device, 
 // races in afterwards under the same session is refused (ErrSessionRevoked) for
 // the retention period.
 func (c *Client[TTx]) RevokeSession(ctx context.Context, session string) error {
-	if session == "" || len(session) > maxSmallField {
-		return invalid("session", "must be 1 to %d bytes", maxSmallField)
+	if err := validateSession(session); err != nil {
+		return err
 	}
 	if _, err := c.driver.Exec().SessionRevoke(ctx, session, c.now()); err != nil {
 		return fmt.Errorf("oncepush: revoke session: %w", err)

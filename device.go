@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Transport names a push service.
@@ -109,16 +108,29 @@ const (
 	maxSmallField   = 200
 )
 
+// ValidateRecipient reports whether r is a recipient id oncepush accepts: 1
+// to 200 bytes of UTF-8 without a NUL character. The error is a
+// *ValidationError naming "recipient". Send, RegisterDevice and the other
+// calls that take a recipient check it themselves; a caller that takes
+// recipient ids from outside (the server's paths) checks them the same way.
+func ValidateRecipient(r string) error { return validateRecipient("recipient", r) }
+
 func validateRecipient(field, r string) error {
 	switch {
 	case r == "":
 		return invalid(field, "must not be empty")
 	case len(r) > maxRecipientLen:
 		return invalid(field, "is %d bytes, at most %d allowed", len(r), maxRecipientLen)
-	case !utf8.ValidString(r):
-		return invalid(field, "is not valid UTF-8")
 	}
-	return nil
+	return checkText(field, r)
+}
+
+// validateSession checks a session id given to revoke.
+func validateSession(s string) error {
+	if s == "" || len(s) > maxSmallField {
+		return invalid("session", "must be 1 to %d bytes", maxSmallField)
+	}
+	return checkText("session", s)
 }
 
 // normalizeDevice checks a registration and returns the token in its canonical
@@ -134,11 +146,18 @@ func normalizeDevice(d *Device) (token, tokenKey string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	for _, f := range []struct{ name, text string }{
+		{"platform", d.Platform}, {"session", d.Session}, {"locale", d.Locale}, {"timeZone", d.TimeZone},
+	} {
+		if err := checkText(f.name, f.text); err != nil {
+			return "", "", err
+		}
+	}
 	if len(d.Platform) > 32 {
 		return "", "", invalid("platform", "is longer than 32 bytes")
 	}
-	if len(d.Session) > maxSmallField || !utf8.ValidString(d.Session) {
-		return "", "", invalid("session", "must be valid UTF-8 of at most %d bytes", maxSmallField)
+	if len(d.Session) > maxSmallField {
+		return "", "", invalid("session", "must be at most %d bytes", maxSmallField)
 	}
 	if len(d.Locale) > 35 || strings.ContainsAny(d.Locale, " \t\n/") {
 		return "", "", invalid("locale", "%q is not a BCP 47 language tag", d.Locale)
@@ -155,6 +174,9 @@ func normalizeDevice(d *Device) (token, tokenKey string, err error) {
 func normalizeToken(t Transport, token string) (canonical, key string, err error) {
 	if token == "" {
 		return "", "", invalid("token", "must not be empty")
+	}
+	if err := checkText("token", token); err != nil {
+		return "", "", err
 	}
 	if len(token) > maxTokenLen {
 		return "", "", invalid("token", "is %d bytes, at most %d allowed", len(token), maxTokenLen)

@@ -3,12 +3,17 @@ package oncepush
 import (
 	"bytes"
 	"cmp"
+	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // Message is the content of a notification, stored once however many recipients
@@ -23,7 +28,9 @@ type Message struct {
 	// Data travels with the push (as string values: strings as they are, other
 	// values JSON-encoded). At most 4096 bytes encoded, the smallest provider's
 	// payload limit. The key "oncepush_id" is reserved: it carries the
-	// notification id so a client can keep a seen-set.
+	// notification id so a client can keep a seen-set. Numbers travel as
+	// encoding/json writes them: give json.Number (or json.RawMessage) to keep
+	// digits a float64 cannot hold, such as 9007199254740993.
 	Data map[string]any
 	// Link is the in-app path a tap opens ("/invoices/inv_2201"); it must be an
 	// absolute path.
@@ -160,33 +167,24 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 		p.recipients = append(p.recipients, r)
 	}
 
-	if len(msg.Type) > maxTypeLen || !utf8.ValidString(msg.Type) {
-		return nil, invalid("type", "must be valid UTF-8 of at most %d bytes", maxTypeLen)
+	if len(msg.Type) > maxTypeLen {
+		return nil, invalid("type", "must be at most %d bytes", maxTypeLen)
+	}
+	for _, f := range []struct{ name, text string }{
+		{"type", msg.Type}, {"title", msg.Title}, {"body", msg.Body}, {"link", msg.Link}, {"image", msg.Image},
+		{"dedupKey", opts.DedupKey}, {"category", opts.Category},
+	} {
+		if err := checkText(f.name, f.text); err != nil {
+			return nil, err
+		}
 	}
 	if strings.TrimSpace(msg.Title) == "" && strings.TrimSpace(msg.Body) == "" {
 		return nil, invalid("title", "title and body are both empty; a notification needs at least one")
 	}
-	if !utf8.ValidString(msg.Title) {
-		return nil, invalid("title", "is not valid UTF-8")
-	}
-	if !utf8.ValidString(msg.Body) {
-		return nil, invalid("body", "is not valid UTF-8")
-	}
 	if msg.Data != nil {
-		for k := range msg.Data {
-			if reservedDataKey(k) {
-				return nil, invalid("data", "key %q is reserved", k)
-			}
-		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(msg.Data); err != nil {
-			return nil, invalid("data", "cannot be encoded as JSON: %v", err)
-		}
-		p.data = bytes.TrimSpace(buf.Bytes())
-		if len(p.data) > MaxDataBytes {
-			return nil, invalid("data", "is %d bytes encoded, at most %d allowed", len(p.data), MaxDataBytes)
+		var err error
+		if p.data, err = encodeData(msg.Data); err != nil {
+			return nil, err
 		}
 	}
 	if msg.Link != "" {
@@ -210,14 +208,14 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 		return nil, invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, MaxPayloadBytes)
 	}
 
-	if len(opts.DedupKey) > maxKeyLen || !utf8.ValidString(opts.DedupKey) {
-		return nil, invalid("dedupKey", "must be valid UTF-8 of at most %d bytes", maxKeyLen)
+	if len(opts.DedupKey) > maxKeyLen {
+		return nil, invalid("dedupKey", "must be at most %d bytes", maxKeyLen)
 	}
 	if opts.RequestHash != nil && (opts.DedupKey == "" || len(opts.RequestHash) == 0 || len(opts.RequestHash) > 64) {
 		return nil, invalid("dedupKey", "a recorded request (RequestHash, 1 to 64 bytes) needs a dedup key")
 	}
-	if len(opts.Category) > maxTypeLen || !utf8.ValidString(opts.Category) {
-		return nil, invalid("category", "must be valid UTF-8 of at most %d bytes", maxTypeLen)
+	if len(opts.Category) > maxTypeLen {
+		return nil, invalid("category", "must be at most %d bytes", maxTypeLen)
 	}
 	var cat Category
 	if c.cfg.Categories != nil && opts.Category != "" {
@@ -254,4 +252,145 @@ func largestField(msg *Message, p *prepared) string {
 		}
 	}
 	return field
+}
+
+// checkText refuses text that the databases would not store alike: bytes that
+// are not UTF-8 (PostgreSQL refuses them, SQLite keeps them) and the NUL
+// character (PostgreSQL's text and jsonb cannot hold it; SQLite can).
+func checkText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return invalid(field, "is not valid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return invalid(field, "holds a NUL character (U+0000), which cannot be stored")
+	}
+	return nil
+}
+
+// encodeData encodes a message's data for storage, refusing what would not
+// arrive as the caller wrote it: reserved keys, a size above MaxDataBytes, and
+// at any depth, keys and strings that checkText refuses or a lone surrogate.
+func encodeData(data map[string]any) ([]byte, error) {
+	for k := range data {
+		if reservedDataKey(k) {
+			return nil, invalid("data", "key %q is reserved", k)
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(data); err != nil {
+		return nil, invalid("data", "cannot be encoded as JSON: %v", err)
+	}
+	out := bytes.TrimSpace(buf.Bytes())
+	if len(out) > MaxDataBytes {
+		return nil, invalid("data", "is %d bytes encoded, at most %d allowed", len(out), MaxDataBytes)
+	}
+	// encoding/json replaces a Go string's invalid bytes with U+FFFD, so
+	// those are looked for in the values; what the encoding holds (NUL
+	// escapes, and the text of json.RawMessage and other marshalers) is
+	// looked for in it.
+	if path, ok := invalidUTF8(reflect.ValueOf(data), "data", 0); ok {
+		return nil, invalid("data", "%s is not valid UTF-8", path)
+	}
+	doc, err := strictjson.Parse(out)
+	if err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Path != "" {
+			return nil, invalid("data", "%s %s", strictjson.Join("data", se.Path), se.Reason)
+		}
+		return nil, invalid("data", "is not valid JSON: %v", err)
+	}
+	if path := nulPath(doc, "data"); path != "" {
+		return nil, invalid("data", "%s holds a NUL character (U+0000), which cannot be stored", path)
+	}
+	return out, nil
+}
+
+// nulPath returns the path of the first string or name in v that holds a
+// NUL character, or "".
+func nulPath(v *strictjson.Value, path string) string {
+	switch v.Kind {
+	case strictjson.String:
+		if strings.IndexByte(v.Text, 0) >= 0 {
+			return path
+		}
+	case strictjson.Object:
+		for _, m := range v.Members {
+			if strings.IndexByte(m.Name, 0) >= 0 {
+				return "a name in " + path
+			}
+			if p := nulPath(m.Value, strictjson.Join(path, m.Name)); p != "" {
+				return p
+			}
+		}
+	case strictjson.Array:
+		for i, e := range v.Elems {
+			if p := nulPath(e, strictjson.Index(path, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+var (
+	marshalerType     = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// invalidUTF8 finds a string in v — a value or a map key, at any depth — that
+// is not valid UTF-8, and returns its path. Values that marshal themselves
+// are left to the check of the encoding. v has been encoded already, so it
+// holds no cycle; depth bounds the walk anyway.
+func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
+	if !v.IsValid() || depth > 1000 {
+		return "", false
+	}
+	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return "", false
+	}
+	if t := v.Type(); t.Implements(marshalerType) || t.Implements(textMarshalerType) ||
+		reflect.PointerTo(t).Implements(marshalerType) || reflect.PointerTo(t).Implements(textMarshalerType) {
+		return "", false
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return path, true
+		}
+	case reflect.Pointer, reflect.Interface:
+		return invalidUTF8(v.Elem(), path, depth+1)
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := it.Key()
+			name := fmt.Sprint(k.Interface())
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return "a name in " + path, true
+			}
+			if p, bad := invalidUTF8(it.Value(), strictjson.Join(path, name), depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes travel as base64
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), strictjson.Index(path, i), depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if p, bad := invalidUTF8(v.Field(i), strictjson.Join(path, f.Name), depth+1); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }

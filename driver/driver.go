@@ -228,8 +228,10 @@ type Executor interface {
 	MessageSweepOrphans(ctx context.Context, p *SweepParams) (deleted int, last int64, err error)
 	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
 	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
-	// DeliveryDueStats reports the number of due pending deliveries and the age of the oldest.
-	DeliveryDueStats(ctx context.Context, now *time.Time) (count int, oldestAge time.Duration, err error)
+	// DeliveryDueStats reports the number of due pending deliveries, counting
+	// no more than max of them (so that its cost is bounded however large the
+	// backlog), and the age of the oldest.
+	DeliveryDueStats(ctx context.Context, now *time.Time, max int) (count int, oldestAge time.Duration, err error)
 
 	// --- the server's state (migration 2)
 

@@ -481,10 +481,10 @@ func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams)
 	return n, oldest, err
 }
 
-func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, time.Duration, error) {
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (int, time.Duration, error) {
 	var n int
 	var age float64
-	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), named{"now": now}).Scan(&n, &age)
+	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), named{"now": now, "max": max}).Scan(&n, &age)
 	return n, time.Duration(age * float64(time.Second)), err
 }
 

@@ -351,11 +351,16 @@ WHERE status = 'pending'
   AND next_attempt_at < coalesce(@now::timestamptz, now()) - @age_us::bigint * interval '1 microsecond';
 
 -- name: DeliveryDueStats :one
+-- The count stops at @max rows of the due index (2.2M due rows: 0.7-1.3 s
+-- uncapped, 4 ms at 10,000); the oldest is the index's first entry.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
-SELECT count(*),
-       coalesce(extract(epoch FROM (SELECT now FROM n) - min(d.next_attempt_at)), 0)::float8
-FROM oncepush_delivery d
-WHERE d.status = 'pending' AND d.next_attempt_at <= (SELECT now FROM n);
+SELECT (SELECT count(*) FROM (
+            SELECT 1 FROM oncepush_delivery d
+            WHERE d.status = 'pending' AND d.next_attempt_at <= (SELECT now FROM n)
+            LIMIT @max) due),
+       coalesce(extract(epoch FROM (SELECT now FROM n) - (
+            SELECT min(d.next_attempt_at) FROM oncepush_delivery d
+            WHERE d.status = 'pending' AND d.next_attempt_at <= (SELECT now FROM n))), 0)::float8;
 
 -- name: MigrationLock :exec
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncepush_migration'));

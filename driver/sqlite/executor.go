@@ -754,10 +754,10 @@ func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams)
 	return n, oldest, err
 }
 
-func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time) (int, time.Duration, error) {
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (int, time.Duration, error) {
 	var n int
 	var ageUS int64
-	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryDueStats"), sql.Named("now", nowMicros(now))).Scan(&n, &ageUS)
+	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryDueStats"), sql.Named("now", nowMicros(now)), sql.Named("max", max)).Scan(&n, &ageUS)
 	return n, time.Duration(ageUS) * time.Microsecond, err
 }
 

@@ -310,10 +310,14 @@ WHERE status = 'pending'
   AND next_attempt_at < @now - @age_us;
 
 -- name: DeliveryDueStats :one
--- The age of the oldest due delivery, in microseconds.
-SELECT count(*), coalesce(@now - min(next_attempt_at), 0)
-FROM oncepush_delivery
-WHERE status = 'pending' AND next_attempt_at <= @now;
+-- The count stops at @max rows; the age of the oldest due delivery is in
+-- microseconds.
+SELECT (SELECT count(*) FROM (
+            SELECT 1 FROM oncepush_delivery
+            WHERE status = 'pending' AND next_attempt_at <= @now
+            LIMIT @max)),
+       coalesce(@now - (SELECT min(next_attempt_at) FROM oncepush_delivery
+                        WHERE status = 'pending' AND next_attempt_at <= @now), 0);
 
 -- name: DataVersion :one
 -- Changes whenever another connection commits to the file (Listen polls it).

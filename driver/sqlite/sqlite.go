@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -115,6 +116,9 @@ type Driver struct {
 	opts Options
 	own  bool       // Close closes db
 	gate *writeGate // this process's writers to the file, in turn
+	// closed is set by Close: every error after it means the database is
+	// gone (Unavailable).
+	closed atomic.Bool
 }
 
 var _ driver.Driver[*sql.Tx] = (*Driver)(nil)
@@ -330,6 +334,7 @@ func (d *Driver) Close() error {
 	if !d.own {
 		return nil
 	}
+	d.closed.Store(true)
 	return d.db.Close()
 }
 

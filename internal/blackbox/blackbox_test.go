@@ -28,6 +28,7 @@ func TestBinary(t *testing.T) {
 	t.Run("VAPIDGenerate", func(t *testing.T) { t.Parallel(); testVAPIDGenerate(t, bin) })
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
+	t.Run("MetricsListener", func(t *testing.T) { t.Parallel(); testMetricsListener(t, bin) })
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
@@ -617,3 +618,38 @@ func writeJSON(t *testing.T, path string, v any) {
 }
 
 func noEnv(string) string { return "" }
+
+// testMetricsListener: with --metrics-listen, /metrics is served there and
+// not on the API's address; the backlog gauges are read before the first
+// scrape, by the process, not by the scrape.
+func testMetricsListener(t *testing.T, bin string) {
+	cfg := filepath.Join(t.TempDir(), "oncepush.json")
+	writeJSON(t, cfg, config.File{})
+	api := startServe(t, bin, filepath.Join(t.TempDir(), "oncepush.db"), cfg, true, "--metrics-listen", "127.0.0.1:0")
+	addr := api.proc.waitFor(api.proc.stderr, "the metrics address", func(s string) (string, bool) {
+		for _, line := range strings.Split(s, "\n") {
+			var l struct {
+				MetricsListen string `json:"metrics_listen"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.MetricsListen != "" {
+				return l.MetricsListen, true
+			}
+		}
+		return "", false
+	})
+	if status, _ := api.call("", http.MethodGet, "/metrics", nil); status != http.StatusNotFound {
+		t.Errorf("/metrics on the API's address: %d, want 404", status)
+	}
+	if status, _ := api.call("", http.MethodGet, "/healthz", nil); status != http.StatusOK {
+		t.Errorf("/healthz on the API's address: %d, want 200", status)
+	}
+	status, body := doJSON(t, http.DefaultClient, http.MethodGet, "http://"+addr+"/metrics", "", nil)
+	if status != http.StatusOK || !strings.Contains(string(body), "\noncepush_backlog_read_timestamp_seconds ") ||
+		strings.Contains(string(body), "\noncepush_backlog_read_timestamp_seconds 0\n") {
+		t.Errorf("/metrics on --metrics-listen: %d, without a backlog read:\n%s", status, body)
+	}
+	api.proc.signal(syscall.SIGTERM)
+	if code := api.proc.exitCode(15 * time.Second); code != 0 {
+		t.Errorf("serve exited %d on SIGTERM, want 0", code)
+	}
+}

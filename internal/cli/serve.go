@@ -24,6 +24,7 @@ func init() {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		f := commonFlags(fs)
 		fs.StringVar(&f.Listen, "listen", "", "address to serve the API on [$"+config.EnvListen+"] (default "+config.ListenDefault+")")
+		fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics (and /healthz, /readyz) on this address, not on the API's [$"+config.EnvMetricsListen+"] (default: on the API's)")
 		noWorkers := fs.Bool("no-workers", false, "serve the API only; run 'oncepush work' for delivery")
 		if err := parse(fs, e, args); err != nil {
 			return err
@@ -33,17 +34,16 @@ func init() {
 	register("work", "run the delivery workers and cleanup only (no API)", func(ctx context.Context, e *env, args []string) error {
 		fs := flag.NewFlagSet("work", flag.ContinueOnError)
 		f := commonFlags(fs)
-		metricsListen := fs.String("metrics-listen", "", "also serve /metrics, /healthz and /readyz on this address (default: none)")
+		fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this address [$"+config.EnvMetricsListen+"] (default: none)")
 		if err := parse(fs, e, args); err != nil {
 			return err
 		}
-		return run(ctx, e, f, runOptions{workers: true, metricsListen: *metricsListen})
+		return run(ctx, e, f, runOptions{workers: true})
 	})
 }
 
 type runOptions struct {
-	api, workers  bool
-	metricsListen string // work: the operational endpoints' address
+	api, workers bool
 }
 
 // run loads the settings, opens the database and runs the API and/or the
@@ -87,65 +87,89 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 		log.Warn("no provider is configured: every device's delivery will be recorded as rejected (set providers in --config)")
 	}
 
-	var httpSrv *http.Server
-	var ln net.Listener
+	// The listeners come first: a taken port must fail before a first key is
+	// shown. The API's has the API; the metrics listener (metricsListen),
+	// when set, has /metrics, /healthz and /readyz, and then /metrics is not
+	// on the API's.
+	var apiLn, opsLn net.Listener
 	if o.api {
-		// Listen first: a taken port must fail before a first key is shown.
-		ln, err = net.Listen("tcp", st.Listen)
-		if err != nil {
+		if apiLn, err = net.Listen("tcp", st.Listen); err != nil {
 			return &config.Error{Setting: "--listen", Problem: err.Error()}
 		}
-		defer ln.Close()
+		defer apiLn.Close()
+	}
+	if st.MetricsListen != "" {
+		if opsLn, err = net.Listen("tcp", st.MetricsListen); err != nil {
+			return &config.Error{Setting: "--metrics-listen", Problem: err.Error()}
+		}
+		defer opsLn.Close()
+	}
+	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	type served struct {
+		srv *http.Server
+		ln  net.Listener
+	}
+	var servers []served
+	var srv *server.Server[TTx]
+	if apiLn != nil || opsLn != nil {
+		if srv, err = server.New(server.Options[TTx]{
+			Client: client, Driver: drv, Metrics: metrics, Logger: log,
+			MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(), SeparateMetrics: opsLn != nil,
+		}); err != nil {
+			return err
+		}
+	}
+	if apiLn != nil {
 		if err := firstKey(ctx, e, drv); err != nil {
 			return err
 		}
-		srv, err := server.New(server.Options[TTx]{
-			Client: client, Driver: drv, Metrics: metrics, Logger: log,
-			MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(),
-		})
-		if err != nil {
-			return err
-		}
-		httpSrv = &http.Server{
+		servers = append(servers, served{&http.Server{
 			Handler:           srv.Handler(),
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+			ErrorLog:          errorLog,
+		}, apiLn})
 	}
-	if o.metricsListen != "" {
-		srv, err := server.New(server.Options[TTx]{Client: client, Driver: drv, Metrics: metrics, Logger: log, Version: version()})
-		if err != nil {
-			return err
-		}
-		ln, err = net.Listen("tcp", o.metricsListen)
-		if err != nil {
-			return &config.Error{Setting: "--metrics-listen", Problem: err.Error()}
-		}
-		defer ln.Close()
-		httpSrv = &http.Server{Handler: srv.OperationsHandler(), ReadHeaderTimeout: 5 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if opsLn != nil {
+		servers = append(servers, served{&http.Server{
+			Handler: srv.OperationsHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: errorLog,
+		}, opsLn})
 	}
 	if o.workers {
 		if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 	}
-	serveErr := make(chan error, 1)
-	if httpSrv != nil {
-		go func() { serveErr <- httpSrv.Serve(ln) }()
+	// Whoever serves /metrics reads the backlog for it, on a clock of its
+	// own: a scrape reads nothing.
+	backlogCtx, stopBacklog := context.WithCancel(ctx)
+	backlogDone := make(chan struct{})
+	if srv != nil {
+		if err := srv.RefreshBacklog(ctx); err != nil {
+			log.Warn("backlog read failed; the backlog gauges start at zero", slog.Any("error", err))
+		}
+		go func() {
+			defer close(backlogDone)
+			srv.WatchBacklog(backlogCtx, server.BacklogIntervalDefault)
+		}()
+	} else {
+		close(backlogDone)
+	}
+	serveErr := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { serveErr <- s.srv.Serve(s.ln) }()
+	}
+	attrs := []any{slog.String("database", drv.Name()), slog.Int("providers", len(providers)), slog.String("version", version())}
+	if opsLn != nil {
+		attrs = append(attrs, slog.String("metrics_listen", opsLn.Addr().String()))
 	}
 	if o.api {
-		log.Info("oncepush serving", slog.String("listen", ln.Addr().String()), slog.String("database", drv.Name()),
-			slog.Bool("workers", o.workers), slog.Int("providers", len(providers)), slog.String("version", version()))
+		log.Info("oncepush serving", append([]any{slog.String("listen", apiLn.Addr().String()), slog.Bool("workers", o.workers)}, attrs...)...)
 	} else {
-		attrs := []any{slog.String("database", drv.Name()), slog.Int("providers", len(providers)), slog.String("version", version())}
-		if ln != nil {
-			attrs = append(attrs, slog.String("metrics_listen", ln.Addr().String()))
-		}
 		log.Info("oncepush working", attrs...)
 	}
 
@@ -157,10 +181,12 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
+	stopBacklog()
+	<-backlogDone
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(st.HTTP.ShutdownTimeout))
 	defer cancel()
-	if httpSrv != nil {
-		if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	for _, s := range servers {
+		if err := s.srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("http shutdown", slog.Any("error", err))
 		}
 	}

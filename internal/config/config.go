@@ -41,11 +41,12 @@ const (
 
 // Environment variables (each mirrors a flag).
 const (
-	EnvListen    = "ONCEPUSH_LISTEN"
-	EnvDatabase  = "ONCEPUSH_DATABASE_URL"
-	EnvConfig    = "ONCEPUSH_CONFIG"
-	EnvLogFormat = "ONCEPUSH_LOG_FORMAT"
-	EnvLogLevel  = "ONCEPUSH_LOG_LEVEL"
+	EnvListen        = "ONCEPUSH_LISTEN"
+	EnvMetricsListen = "ONCEPUSH_METRICS_LISTEN"
+	EnvDatabase      = "ONCEPUSH_DATABASE_URL"
+	EnvConfig        = "ONCEPUSH_CONFIG"
+	EnvLogFormat     = "ONCEPUSH_LOG_FORMAT"
+	EnvLogLevel      = "ONCEPUSH_LOG_LEVEL"
 )
 
 // Duration is a time.Duration written as a string in JSON ("10s", "1h30m").
@@ -70,9 +71,12 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // File is the configuration file. Every field is optional.
 type File struct {
-	Listen   string `json:"listen,omitempty"`
-	Database string `json:"database,omitempty"`
-	Log      struct {
+	Listen string `json:"listen,omitempty"`
+	// MetricsListen, when set, is the address of a listener of its own for
+	// /metrics, /healthz and /readyz; /metrics is then not on Listen.
+	MetricsListen string `json:"metricsListen,omitempty"`
+	Database      string `json:"database,omitempty"`
+	Log           struct {
 		Format string `json:"format,omitempty"` // text (default) or json
 		Level  string `json:"level,omitempty"`  // debug, info (default), warn, error
 	} `json:"log,omitzero"`
@@ -92,6 +96,7 @@ type Engine struct {
 	ConcurrentSends        int      `json:"concurrentSends,omitempty"`
 	RunBudget              Duration `json:"runBudget,omitempty"`
 	SendTimeout            Duration `json:"sendTimeout,omitempty"`
+	Lease                  Duration `json:"lease,omitempty"`
 	MaxAttempts            int      `json:"maxAttempts,omitempty"`
 	BackoffMin             Duration `json:"backoffMin,omitempty"`
 	BackoffMax             Duration `json:"backoffMax,omitempty"`
@@ -166,7 +171,7 @@ type RuStore struct {
 // Flags are the command-line values that override everything else; empty
 // means "not given".
 type Flags struct {
-	Listen, Database, Config, LogFormat, LogLevel string
+	Listen, MetricsListen, Database, Config, LogFormat, LogLevel string
 }
 
 // Settings are the resolved settings.
@@ -201,6 +206,7 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 		}
 	}
 	st.Listen = cmp.Or(f.Listen, getenv(EnvListen), st.Listen, ListenDefault)
+	st.MetricsListen = cmp.Or(f.MetricsListen, getenv(EnvMetricsListen), st.MetricsListen)
 	st.Database = cmp.Or(f.Database, getenv(EnvDatabase), st.Database, DatabaseDefault)
 	st.Log.Format = cmp.Or(f.LogFormat, getenv(EnvLogFormat), st.Log.Format, "text")
 	st.Log.Level = cmp.Or(f.LogLevel, getenv(EnvLogLevel), st.Log.Level, "info")
@@ -238,6 +244,11 @@ func decodeFile(b []byte, f *File) error {
 func (st *Settings) validate() error {
 	if _, _, err := net.SplitHostPort(st.Listen); err != nil {
 		return settingErr("--listen", "%q is not host:port (%v)", st.Listen, err)
+	}
+	if st.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(st.MetricsListen); err != nil {
+			return settingErr("--metrics-listen", "%q is not host:port (%v)", st.MetricsListen, err)
+		}
 	}
 	switch st.Log.Format {
 	case "text", "json":
@@ -281,8 +292,8 @@ func (st *Settings) ClientConfig() *oncepush.Config {
 	e := st.Engine
 	cfg := &oncepush.Config{
 		BatchSize: e.BatchSize, Workers: e.Workers, ConcurrentSends: e.ConcurrentSends,
-		RunBudget: time.Duration(e.RunBudget), SendTimeout: time.Duration(e.SendTimeout), MaxAttempts: e.MaxAttempts,
-		BackoffMin: time.Duration(e.BackoffMin), BackoffMax: time.Duration(e.BackoffMax),
+		RunBudget: time.Duration(e.RunBudget), SendTimeout: time.Duration(e.SendTimeout), Lease: time.Duration(e.Lease),
+		MaxAttempts: e.MaxAttempts, BackoffMin: time.Duration(e.BackoffMin), BackoffMax: time.Duration(e.BackoffMax),
 		MessageLifetime: time.Duration(e.MessageLifetime), Retention: time.Duration(e.Retention),
 		MaxDevicesPerRecipient: e.MaxDevicesPerRecipient, CleanupInterval: time.Duration(e.CleanupInterval),
 		PollInterval: time.Duration(e.PollInterval), Ambiguity: oncepush.AmbiguityPolicy(e.Ambiguity),

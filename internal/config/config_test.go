@@ -65,6 +65,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"bad log level", `{"log": {"level": "loud"}}`, Flags{}, "--log-level"},
 		{"engine refuses", `{"engine": {"batchSize": 20000}}`, Flags{}, "engine"},
 		{"bad policy", `{"engine": {"ambiguity": "twice"}}`, Flags{}, "engine"},
+		{"lease within a run", `{"engine": {"lease": "25s"}}`, Flags{}, "engine"},
+		{"lease shorter than a longer run", `{"engine": {"runBudget": "1m", "lease": "70s"}}`, Flags{}, "engine"},
 	} {
 		f := tc.flags
 		f.Config = writeConfig(t, tc.file)
@@ -90,5 +92,48 @@ func TestProviderFilesAreChecked(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || se.Setting != "providers.apns.keyFile" {
 		t.Fatalf("unreadable key file: %v", err)
+	}
+}
+
+// The lease is a setting of its own, validated the way the library validates
+// it: longer than RunBudget + SendTimeout.
+func TestLeaseIsASetting(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{Config: writeConfig(t, `{"engine": {"lease": "5m"}}`)}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ClientConfig().Lease; got != 5*time.Minute {
+		t.Fatalf("engine.lease 5m gave Config.Lease %s", got)
+	}
+	st, err = Load(Flags{}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ClientConfig().Lease; got != 0 {
+		t.Fatalf("without engine.lease, Config.Lease is %s, want 0 (the library's default)", got)
+	}
+}
+
+func TestMetricsListen(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{}, env(nil))
+	if err != nil || st.MetricsListen != "" {
+		t.Fatalf("default: %q, %v; want none", st.MetricsListen, err)
+	}
+	file := writeConfig(t, `{"metricsListen": "127.0.0.1:9001"}`)
+	if st, err = Load(Flags{Config: file}, env(nil)); err != nil || st.MetricsListen != "127.0.0.1:9001" {
+		t.Fatalf("file: %q, %v", st.MetricsListen, err)
+	}
+	if st, err = Load(Flags{Config: file}, env(map[string]string{EnvMetricsListen: "127.0.0.1:9002"})); err != nil || st.MetricsListen != "127.0.0.1:9002" {
+		t.Fatalf("environment over file: %q, %v", st.MetricsListen, err)
+	}
+	if st, err = Load(Flags{Config: file, MetricsListen: "127.0.0.1:9003"}, env(map[string]string{EnvMetricsListen: "127.0.0.1:9002"})); err != nil || st.MetricsListen != "127.0.0.1:9003" {
+		t.Fatalf("flag over environment: %q, %v", st.MetricsListen, err)
+	}
+	_, err = Load(Flags{MetricsListen: "9090"}, env(nil))
+	var se *Error
+	if !errors.As(err, &se) || se.Setting != "--metrics-listen" {
+		t.Fatalf("a port without a host: %v, want an error naming --metrics-listen", err)
 	}
 }

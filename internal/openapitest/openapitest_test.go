@@ -207,6 +207,7 @@ func TestCheck(t *testing.T) {
 	auth := http.Header{"Authorization": {"Bearer opk_x"}, "Content-Type": {"application/json"}}
 	jsonCT := http.Header{"Content-Type": {"application/json"}}
 	problemCT := http.Header{"Content-Type": {"application/problem+json"}}
+	retryIn5 := http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": {"5"}}
 	withAllow := func(allow string) http.Header {
 		return http.Header{"Content-Type": {"application/problem+json"}, "Allow": {allow}}
 	}
@@ -265,7 +266,8 @@ func TestCheck(t *testing.T) {
 
 		{"metrics", "GET", "/metrics", nil, "", 200, http.Header{"Content-Type": {"text/plain; version=0.0.4; charset=utf-8"}}, "# HELP x\n", true},
 		{"health", "GET", "/healthz", nil, "", 200, jsonCT, `{"status": "ok", "version": ""}`, true},
-		{"ready, not", "GET", "/readyz", nil, "", 503, problemCT, prob("unavailable", 503, ""), true},
+		{"ready, not", "GET", "/readyz", nil, "", 503, retryIn5, prob("unavailable", 503, ""), true},
+		{"ready, not, no Retry-After", "GET", "/readyz", nil, "", 503, problemCT, prob("unavailable", 503, ""), false},
 
 		{"unknown path", "GET", "/v1/nope", nil, "", 404, problemCT, prob("not_found", 404, ""), true},
 		{"unknown path answered", "GET", "/v1/nope", nil, "", 200, jsonCT, `{}`, false},

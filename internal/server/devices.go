@@ -27,8 +27,8 @@ func (t *tokenField) UnmarshalJSON(b []byte) error {
 }
 
 type deviceRequest struct {
-	Transport string     `json:"transport"`
-	Token     tokenField `json:"token"`
+	Transport string     `json:"transport" api:"required"`
+	Token     tokenField `json:"token" api:"required"`
 	Platform  string     `json:"platform,omitempty"`
 	Session   string     `json:"session,omitempty"`
 	Locale    string     `json:"locale,omitempty"`
@@ -57,16 +57,6 @@ func viewDevice(d oncepush.Device) deviceView {
 	}
 }
 
-func (r *deviceRequest) check() error {
-	if r.Transport == "" {
-		return fieldProblem(CodeMissingField, "transport", "one of fcm, apns, webpush, rustore")
-	}
-	if r.Token == "" {
-		return fieldProblem(CodeMissingField, "token", "the device token (for webpush: the subscription)")
-	}
-	return nil
-}
-
 func (s *Server[TTx]) putDevice(w http.ResponseWriter, r *http.Request) error {
 	recipient, err := pathRecipient(r)
 	if err != nil {
@@ -74,9 +64,6 @@ func (s *Server[TTx]) putDevice(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req deviceRequest
 	if err := s.decode(w, r, &req); err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
 		return err
 	}
 	d, err := s.client.RegisterDevice(r.Context(), oncepush.Device{
@@ -118,8 +105,8 @@ func (s *Server[TTx]) listDevices(w http.ResponseWriter, r *http.Request) error 
 }
 
 type unregisterRequest struct {
-	Transport string     `json:"transport"`
-	Token     tokenField `json:"token"`
+	Transport string     `json:"transport" api:"required"`
+	Token     tokenField `json:"token" api:"required"`
 	// Recipient, when set, removes the registration only if it is theirs.
 	Recipient string `json:"recipient,omitempty"`
 }
@@ -129,9 +116,6 @@ type unregisterRequest struct {
 func (s *Server[TTx]) deleteDevice(w http.ResponseWriter, r *http.Request) error {
 	var req unregisterRequest
 	if err := s.decode(w, r, &req); err != nil {
-		return err
-	}
-	if err := (&deviceRequest{Transport: req.Transport, Token: req.Token}).check(); err != nil {
 		return err
 	}
 	if err := s.client.UnregisterDevice(r.Context(), req.Recipient, oncepush.Transport(req.Transport), oncepush.Token(req.Token)); err != nil {

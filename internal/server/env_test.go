@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,12 @@ type envOptions struct {
 	unmigrated bool                   // leave the database unmigrated (and keyless)
 	maxBody    int64                  // server.Options.MaxBodyBytes
 	config     func(*oncepush.Config) // adjusts the client's configuration
+	// sqliteBusyTimeout replaces the SQLite driver's busy timeout.
+	sqliteBusyTimeout time.Duration
+	// separateMetrics and backlogMax are server.Options.SeparateMetrics and
+	// BacklogCountMax.
+	separateMetrics bool
+	backlogMax      int
 }
 
 // env is one test's server: an in-process oncepush server on its own
@@ -77,12 +84,29 @@ type env struct {
 	web   *pushtest.Provider
 	rus   *pushtest.Provider
 	ex    driver.Executor
+	// opsURL serves the server's OperationsHandler (/metrics, /healthz,
+	// /readyz), as a listener of its own would.
+	opsURL string
 	// drain delivers everything due at the clock's now.
 	drain func()
 	// cleanup runs one cleanup round at the clock's now.
 	cleanup func() *oncepush.CleanupStats
+	// refreshBacklog reads the due backlog into the metrics, as the serving
+	// process does every BacklogIntervalDefault.
+	refreshBacklog func()
 	// closeDB closes the server's database handle (to make it unreachable).
 	closeDB func()
+	// outage makes the database unreachable: on PostgreSQL as a restart
+	// does (its backends terminated, new connections refused with 57P03),
+	// on SQLite by closing the handle.
+	outage func()
+	// restore ends a PostgreSQL outage; nil on SQLite.
+	restore func()
+	// sqlitePath is the SQLite file ("" on PostgreSQL).
+	sqlitePath string
+	// dbWords are the words of the database's own errors (user, database,
+	// address, schema or file) that no answer may repeat.
+	dbWords []string
 	count   func(table string) int
 
 	// admin is a key with every scope.
@@ -116,18 +140,26 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 	t.Cleanup(e.checkLogs)
 	switch db {
 	case "sqlite":
-		drv, err := sqlite.Open(filepath.Join(t.TempDir(), "oncepush.db"), nil)
+		path := filepath.Join(t.TempDir(), "oncepush.db")
+		e.sqlitePath = path
+		drv, err := sqlite.Open(path, &sqlite.Options{BusyTimeout: o.sqliteBusyTimeout})
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
 		var closed sync.Once
 		e.closeDB = func() { closed.Do(func() { _ = drv.Close() }) }
 		t.Cleanup(e.closeDB)
+		e.outage = e.closeDB
+		e.dbWords = []string{filepath.Base(filepath.Dir(path)), "oncepush.db"}
 		e.count = countWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
 		build(e, drv, o)
 	case "postgres":
-		pool := testdb.Pool(t, testdb.Schema(t), 0)
+		out := outagePool(t, testdb.Schema(t))
+		pool := out.pool
 		e.closeDB = pool.Close // idempotent
+		e.outage, e.restore = out.begin, out.end
+		cc := pool.Config().ConnConfig
+		e.dbWords = []string{cc.User, cc.Database, cc.Host, strconv.Itoa(int(cc.Port)), cc.RuntimeParams["search_path"]}
 		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
 		build(e, postgres.New(pool), o)
 	default:
@@ -174,12 +206,22 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	}
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Driver: drv, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
+		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	ops := httptest.NewServer(srv.OperationsHandler())
+	t.Cleanup(ops.Close)
+	e.opsURL = ops.URL
+	e.refreshBacklog = func() {
+		t.Helper()
+		if err := srv.RefreshBacklog(t.Context()); err != nil {
+			t.Fatalf("RefreshBacklog: %v", err)
+		}
+	}
 	s, err := spec()
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)

@@ -75,7 +75,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			// Wrong types.
 			{"title: a number", "POST", send, ok(obj{"title": 5}), nil, bad, c400, "title"},
 			{"recipients: a string", "POST", send, ok(obj{"recipients": "x"}), nil, bad, c400, "recipients"},
-			{"recipients: numbers", "POST", send, ok(obj{"recipients": []int{1}}), nil, bad, c400, "recipients"},
+			{"recipients: numbers", "POST", send, ok(obj{"recipients": []int{1}}), nil, bad, c400, "recipients[0]"},
 			{"data: an array", "POST", send, ok(obj{"data": []any{}}), nil, bad, c400, "data"},
 			{"data: a string", "POST", send, ok(obj{"data": "x"}), nil, bad, c400, "data"},
 			{"ttlSeconds: a string", "POST", send, ok(obj{"ttlSeconds": "60"}), nil, bad, c400, "ttlSeconds"},
@@ -89,7 +89,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 
 			// Wrong values.
 			{"no recipients", "POST", send, obj{"title": "Hello"}, nil, bad, "missing_field", "recipients"},
-			{"recipients: null", "POST", send, ok(obj{"recipients": nil}), nil, bad, "missing_field", "recipients"},
+			{"recipients: null", "POST", send, ok(obj{"recipients": nil}), nil, bad, c400, "recipients"},
 			{"recipients: empty", "POST", send, ok(obj{"recipients": []string{}}), nil, bad, c400, "recipients"},
 			{"recipients: an empty one", "POST", send, ok(obj{"recipients": []string{"u_1", ""}}), nil, bad, c400, "recipients[1]"},
 			{"recipients: too long", "POST", send, ok(obj{"recipients": []string{strings.Repeat("r", 201)}}), nil, bad, c400, "recipients[0]"},
@@ -197,10 +197,11 @@ func TestOversizeBodyIsRefused(t *testing.T) {
 	})
 }
 
-func TestBodyWithoutContentTypeIsJSON(t *testing.T) {
+func TestBodyNeedsItsContentType(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		e.do("POST", "/v1/notifications", e.admin, `{"recipients": ["u_1"], "title": "Hello"}`, "Content-Type", "").want(t, http.StatusAccepted)
+		e.do("POST", "/v1/notifications", e.admin, `{"recipients": ["u_1"], "title": "Hello"}`, "Content-Type", "").
+			wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "")
 		e.do("POST", "/v1/notifications", e.admin, `{"recipients": ["u_1"], "title": "Hello"}`, "Content-Type", "application/json; charset=utf-8").want(t, http.StatusAccepted)
 	})
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,8 +27,10 @@ type Metrics struct {
 	httpReqs   *prometheus.CounterVec
 	httpTime   *prometheus.HistogramVec
 	backlog    prometheus.Gauge
+	backlogCap prometheus.Gauge
 	oldestAge  prometheus.Gauge
-	scrapeFail prometheus.Counter
+	readAt     prometheus.Gauge
+	readFail   prometheus.Counter
 }
 
 var _ oncepush.Observer = (*Metrics)(nil)
@@ -71,37 +72,43 @@ func NewMetrics() *Metrics {
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
 	m.backlog = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "oncepush_due_backlog", Help: "Pending deliveries that are due now (read at scrape time).",
+		Name: "oncepush_due_backlog",
+		Help: "Pending deliveries due at the last backlog read, counted up to oncepush_due_backlog_cap (at the cap: at least that many).",
+	})
+	m.backlogCap = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "oncepush_due_backlog_cap", Help: "The most due deliveries a backlog read counts.",
 	})
 	m.oldestAge = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "oncepush_due_oldest_age_seconds", Help: "How long the oldest due delivery has been due (read at scrape time).",
+		Name: "oncepush_due_oldest_age_seconds", Help: "How long the oldest due delivery had been due at the last backlog read.",
 	})
-	m.scrapeFail = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "oncepush_backlog_read_errors_total", Help: "Scrapes whose backlog read failed.",
+	m.readAt = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "oncepush_backlog_read_timestamp_seconds", Help: "When the backlog was last read (Unix time); the backlog gauges are as of then.",
+	})
+	m.readFail = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oncepush_backlog_read_errors_total", Help: "Backlog reads that failed.",
 	})
 	for _, c := range []prometheus.Collector{m.queued, m.dedupHits, m.finished, m.attempts, m.latency, m.ambiguous,
-		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.oldestAge, m.scrapeFail,
+		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.backlogCap, m.oldestAge, m.readAt, m.readFail,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
 	return m
 }
 
-// Handler serves the metrics, reading the due backlog first.
-func (m *Metrics) Handler(due func(context.Context) (int, time.Duration, error)) http.Handler {
-	prom := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		n, age, err := due(ctx)
-		cancel()
-		if err != nil {
-			m.scrapeFail.Inc()
-		} else {
-			m.backlog.Set(float64(n))
-			m.oldestAge.Set(age.Seconds())
-		}
-		prom.ServeHTTP(w, r)
-	})
+// Handler serves the metrics as they are: a scrape reads nothing from the
+// database (the backlog gauges are set by the process, see
+// Server.WatchBacklog), so however often anyone scrapes, the database does
+// no more work.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// setBacklog records a backlog read.
+func (m *Metrics) setBacklog(due, limit int, oldest time.Duration, at time.Time) {
+	m.backlog.Set(float64(due))
+	m.backlogCap.Set(float64(limit))
+	m.oldestAge.Set(oldest.Seconds())
+	m.readAt.Set(float64(at.UnixNano()) / 1e9)
 }
 
 // Registry is the registry, for tests and embedding.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,19 +17,21 @@ import (
 )
 
 // notificationRequest is the body of POST /v1/notifications.
+// The api tags say what the document's schema says (see decode); the json
+// encoding of the decoded request is its identity for dedupeKey.
 type notificationRequest struct {
-	Recipients  []string       `json:"recipients"`
+	Recipients  []string       `json:"recipients" api:"required"`
 	Type        string         `json:"type,omitempty"`
 	Title       string         `json:"title,omitempty"`
 	Body        string         `json:"body,omitempty"`
-	Data        map[string]any `json:"data,omitempty"`
-	Link        string         `json:"link,omitempty"`
-	Image       string         `json:"image,omitempty"`
+	Data        map[string]any `json:"data,omitempty" api:"nullable"`
+	Link        *string        `json:"link,omitempty"`
+	Image       *string        `json:"image,omitempty"`
 	Category    string         `json:"category,omitempty"`
 	DedupeKey   string         `json:"dedupeKey,omitempty"`
-	ScheduledAt *string        `json:"scheduledAt,omitempty"`
-	TTLSeconds  *int64         `json:"ttlSeconds,omitempty"`
-	Ambiguity   string         `json:"ambiguity,omitempty"`
+	ScheduledAt *string        `json:"scheduledAt,omitempty" api:"nullable"`
+	TTLSeconds  *json.Number   `json:"ttlSeconds,omitempty" api:"nullable"`
+	Ambiguity   *string        `json:"ambiguity,omitempty"`
 }
 
 // sendAnswer is the 202 body; a replay adds duplicate: true.
@@ -47,9 +50,6 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Recipients == nil {
-		return fieldProblem(CodeMissingField, "recipients", "name at least one recipient")
-	}
 	key := req.DedupeKey
 	if h := r.Header.Get("Idempotency-Key"); h != "" {
 		if key != "" && key != h {
@@ -58,10 +58,19 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		key = h
 	}
 	req.DedupeKey = key
-	msg := oncepush.Message{
-		Type: req.Type, Title: req.Title, Body: req.Body, Data: req.Data, Link: req.Link, Image: req.Image,
+	// Present means set: the schema's pattern and enum take no empty string.
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"link", req.Link}, {"image", req.Image}, {"ambiguity", req.Ambiguity}} {
+		if f.v != nil && *f.v == "" {
+			return fieldProblem(CodeInvalidField, f.name, "must not be empty; leave the field out for none")
+		}
 	}
-	opts := &oncepush.SendOptions{DedupKey: key, Category: req.Category, Ambiguity: oncepush.AmbiguityPolicy(req.Ambiguity)}
+	msg := oncepush.Message{
+		Type: req.Type, Title: req.Title, Body: req.Body, Data: req.Data, Link: deref(req.Link), Image: deref(req.Image),
+	}
+	opts := &oncepush.SendOptions{DedupKey: key, Category: req.Category, Ambiguity: oncepush.AmbiguityPolicy(deref(req.Ambiguity))}
 	if req.ScheduledAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
 		if err != nil {
@@ -70,13 +79,18 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		opts.ScheduledAt = t
 	}
 	if req.TTLSeconds != nil {
-		if *req.TTLSeconds <= 0 {
+		// An integer in JSON Schema's sense: 60.0 is 60.
+		secs, err := strconv.ParseFloat(req.TTLSeconds.String(), 64)
+		const most = int64(oncepush.MaxLifetime / time.Second)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange), secs != math.Trunc(secs):
+			return fieldProblem(CodeInvalidField, "ttlSeconds", "must be a whole number of seconds")
+		case secs <= 0:
 			return fieldProblem(CodeInvalidField, "ttlSeconds", "must be a positive number of seconds")
+		case secs > float64(most):
+			return fieldProblem(CodeInvalidField, "ttlSeconds", fmt.Sprintf("must be at most %d (28 days)", most))
 		}
-		if *req.TTLSeconds > int64(oncepush.MaxLifetime/time.Second) {
-			return fieldProblem(CodeInvalidField, "ttlSeconds", fmt.Sprintf("must be at most %d (28 days)", int64(oncepush.MaxLifetime/time.Second)))
-		}
-		opts.Lifetime = time.Duration(*req.TTLSeconds) * time.Second
+		opts.Lifetime = time.Duration(secs) * time.Second
 	}
 
 	if key != "" {
@@ -104,6 +118,13 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // renameField gives a library validation error the API's field name.
 func renameField(err error) error {
 	var ve *oncepush.ValidationError
@@ -117,20 +138,20 @@ func renameField(err error) error {
 
 // notificationView is GET /v1/notifications/{id}.
 type notificationView struct {
-	ID                int64          `json:"id"`
-	Type              string         `json:"type"`
-	Title             string         `json:"title"`
-	Body              string         `json:"body"`
-	Data              map[string]any `json:"data"`
-	Link              string         `json:"link"`
-	Image             string         `json:"image"`
-	Category          string         `json:"category"`
-	Ambiguity         string         `json:"ambiguity"`
-	ScheduledAt       time.Time      `json:"scheduledAt"`
-	ExpiresAt         time.Time      `json:"expiresAt"`
-	CreatedAt         time.Time      `json:"createdAt"`
-	Counts            map[string]int `json:"counts"`
-	AmbiguousAttempts int            `json:"ambiguousAttempts"`
+	ID                int64           `json:"id"`
+	Type              string          `json:"type"`
+	Title             string          `json:"title"`
+	Body              string          `json:"body"`
+	Data              json.RawMessage `json:"data"` // as stored: numbers keep their digits
+	Link              string          `json:"link"`
+	Image             string          `json:"image"`
+	Category          string          `json:"category"`
+	Ambiguity         string          `json:"ambiguity"`
+	ScheduledAt       time.Time       `json:"scheduledAt"`
+	ExpiresAt         time.Time       `json:"expiresAt"`
+	CreatedAt         time.Time       `json:"createdAt"`
+	Counts            map[string]int  `json:"counts"`
+	AmbiguousAttempts int             `json:"ambiguousAttempts"`
 }
 
 var allStatuses = []oncepush.DeliveryStatus{
@@ -162,12 +183,13 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	v := notificationView{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Link: m.Link, Image: m.Image, Category: m.Category,
 		Ambiguity: m.Ambiguity, ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
-		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: map[string]any{},
+		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
 	}
 	if len(m.Data) > 0 {
-		if err := json.Unmarshal(m.Data, &v.Data); err != nil {
-			return fmt.Errorf("stored data of message %d: %w", id, err)
+		if !json.Valid(m.Data) {
+			return fmt.Errorf("stored data of message %d is not JSON", id)
 		}
+		v.Data = m.Data
 	}
 	for _, st := range allStatuses {
 		v.Counts[string(st)] = counts[st]
@@ -346,10 +368,12 @@ func pathID(r *http.Request, name string) (int64, error) {
 	return id, nil
 }
 
+// pathRecipient is the {recipient} of the path, checked as the library checks
+// recipients before it reaches a query.
 func pathRecipient(r *http.Request) (string, error) {
 	rec := r.PathValue("recipient")
-	if rec == "" || len(rec) > 200 {
-		return "", fieldProblem(CodeInvalidField, "recipient", "must be 1 to 200 bytes")
+	if err := oncepush.ValidateRecipient(rec); err != nil {
+		return "", err
 	}
 	return rec, nil
 }

@@ -73,6 +73,33 @@ func TestDatabaseUnreachable(t *testing.T) {
 	})
 }
 
+// /readyz needs no key: its answer must not hand anyone the database's
+// user, name, address or file. The cause goes to the log.
+func TestReadinessKeepsTheDatabaseErrorInTheLog(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.outage()
+		// The pool's connections die first (57P01), then new ones are
+		// refused (57P03, whose text names the user, database and address).
+		for range outagePoolConns + 2 {
+			r := e.do("GET", "/readyz", "", nil)
+			p := r.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+			if p.Detail != "the database cannot be reached" {
+				t.Errorf("/readyz detail %q, want the generic one", p.Detail)
+			}
+			for _, w := range e.dbWords {
+				if w != "" && bytes.Contains(r.body, []byte(w)) {
+					t.Errorf("/readyz tells %q: %s", w, r.body)
+				}
+			}
+		}
+		cause := map[string]string{"sqlite": "database is closed", "postgres": "57P03"}[e.db]
+		if !bytes.Contains(e.logs.Bytes(), []byte(cause)) {
+			t.Errorf("the log does not hold the cause (%s):\n%s", cause, e.logs.Bytes())
+		}
+	})
+}
+
 func TestOpenAPIDocumentIsServed(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
@@ -126,10 +153,17 @@ func TestWrongMethodOnOperationsEndpoints(t *testing.T) {
 	})
 }
 
-// metricValues reads the unlabelled samples of a Prometheus text exposition.
+// metricValues reads the samples of the API's /metrics.
 func metricValues(t *testing.T, e *env) map[string]float64 {
 	t.Helper()
-	r := e.do("GET", "/metrics", "", nil).want(t, http.StatusOK)
+	return parseMetrics(t, e.do("GET", "/metrics", "", nil))
+}
+
+// parseMetrics reads the samples of a Prometheus text exposition, by name
+// with labels.
+func parseMetrics(t *testing.T, r *reply) map[string]float64 {
+	t.Helper()
+	r.want(t, http.StatusOK)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("/metrics Content-Type %q", ct)
 	}

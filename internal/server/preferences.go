@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,16 +17,16 @@ import (
 
 // quietHours is a daily window in the recipient's time zone.
 type quietHours struct {
-	Start    string `json:"start"`    // "22:00"
-	End      string `json:"end"`      // "07:00"; before Start means the window crosses midnight
-	TimeZone string `json:"timeZone"` // IANA, e.g. "Europe/Zurich"
+	Start    string `json:"start" api:"required"`    // "22:00"
+	End      string `json:"end" api:"required"`      // "07:00"; before Start means the window crosses midnight
+	TimeZone string `json:"timeZone" api:"required"` // IANA, e.g. "Europe/Zurich"
 }
 
 // preferencesBody is GET and PUT /v1/recipients/{recipient}/preferences.
 type preferencesBody struct {
 	// OptOut lists the categories the recipient does not want.
-	OptOut     []string    `json:"optOut"`
-	QuietHours *quietHours `json:"quietHours"`
+	OptOut     []string    `json:"optOut" api:"nullable"`
+	QuietHours *quietHours `json:"quietHours" api:"nullable"`
 }
 
 // Preference limits.
@@ -39,8 +40,9 @@ func (p *preferencesBody) check() error {
 		return fieldProblem(CodeInvalidField, "optOut", fmt.Sprintf("at most %d categories", maxOptOuts))
 	}
 	for i, c := range p.OptOut {
-		if c == "" || len(c) > maxCategoryLen || !utf8.ValidString(c) {
-			return fieldProblem(CodeInvalidField, fmt.Sprintf("optOut[%d]", i), fmt.Sprintf("a category is 1 to %d bytes of UTF-8", maxCategoryLen))
+		if c == "" || len(c) > maxCategoryLen || !storableText(c) {
+			return fieldProblem(CodeInvalidField, fmt.Sprintf("optOut[%d]", i),
+				fmt.Sprintf("a category is 1 to %d bytes of UTF-8, without a NUL character", maxCategoryLen))
 		}
 	}
 	if q := p.QuietHours; q != nil {
@@ -56,14 +58,18 @@ func (p *preferencesBody) check() error {
 			return fieldProblem(CodeInvalidField, "quietHours.end", "must differ from start (an empty window is no quiet hours: send null)")
 		}
 		if q.TimeZone == "" {
-			return fieldProblem(CodeMissingField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
+			return fieldProblem(CodeInvalidField, "quietHours.timeZone", "an IANA time zone such as Europe/Zurich")
 		}
-		if _, err := loadZone(q.TimeZone); err != nil {
+		if _, err := loadZone(q.TimeZone); err != nil || !storableText(q.TimeZone) {
 			return fieldProblem(CodeInvalidField, "quietHours.timeZone", fmt.Sprintf("%q is not an IANA time zone", q.TimeZone))
 		}
 	}
 	return nil
 }
+
+// storableText is what the library's text fields hold too: UTF-8 without a
+// NUL character, which PostgreSQL cannot store.
+func storableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 // parseClock reads "HH:MM" as minutes after midnight.
 func parseClock(s string) (int, error) {

@@ -1,16 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"reflect"
-	"slices"
-	"strings"
 
 	"github.com/oncepush/oncepush"
 )
@@ -30,7 +24,8 @@ type Problem struct {
 	// Instance is the request path.
 	Instance string `json:"instance,omitempty"`
 
-	cause error // for the log only
+	cause  error       // for the log only
+	header http.Header // set on the answer (Accept-Encoding, Retry-After)
 }
 
 func (p *Problem) Error() string {
@@ -75,6 +70,10 @@ var titles = map[string]string{
 	CodeInternal:             "Internal error",
 }
 
+// retryAfterUnavailable is the Retry-After of a 503, in seconds: about as long
+// as a PostgreSQL restart takes.
+const retryAfterUnavailable = "5"
+
 // ProblemTypeBase prefixes every problem type URI.
 const ProblemTypeBase = "https://oncepush.dev/problems/"
 
@@ -88,8 +87,9 @@ func fieldProblem(code, field, detail string) *Problem {
 	return p
 }
 
-// asProblem turns any error into the problem the client sees.
-func asProblem(err error) *Problem {
+// asProblem turns any error into the problem the client sees; down says
+// whether an error means the database cannot be reached.
+func asProblem(err error, down func(error) bool) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
@@ -104,9 +104,8 @@ func asProblem(err error) *Problem {
 	if errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, "no such resource")
 	}
-	var netErr *net.OpError
-	if errors.As(err, &netErr) {
-		return unavailable(err) // the database cannot be reached
+	if down(err) {
+		return unavailable(err)
 	}
 	p = problem(http.StatusInternalServerError, CodeInternal, "the server failed; the error is in its log")
 	p.cause = err
@@ -119,6 +118,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	out.Instance = r.URL.Path
 	if out.Title == "" {
 		out.Title = titles[out.Code]
+	}
+	for k, v := range out.header {
+		w.Header()[k] = v
+	}
+	if out.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -136,152 +141,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
-}
-
-// decode reads a JSON body into v strictly: only application/json, at most the
-// server's body limit, no unknown fields, no trailing data. Errors name the field.
-func (s *core) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		if !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
-			return problem(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
-				fmt.Sprintf("Content-Type must be application/json, got %q", ct))
-		}
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		return decodeProblem(err, s.maxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		p := decodeProblem(err, s.maxBody)
-		if p.Code == CodeUnknownField {
-			// encoding/json names only the last key; find its whole path.
-			if path := unknownFieldPath(raw, reflect.TypeOf(v)); path != "" {
-				p.Field = path
-			}
-		}
-		return p
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeProblem(err, s.maxBody)
-		}
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body holds more than one JSON value")
-	}
-	return nil
-}
-
-func decodeProblem(err error, limit int64) *Problem {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("the body is larger than %d bytes", limit))
-	case errors.As(err, &syntax):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("%v (at byte %d)", syntax, syntax.Offset))
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return problem(http.StatusBadRequest, CodeInvalidJSON, "the body must be a JSON object")
-		}
-		return fieldProblem(CodeInvalidField, field, fmt.Sprintf("must be %s, not a JSON %s", jsonKind(typ.Type.String()), typ.Value))
-	case errors.Is(err, io.EOF):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body is empty")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return problem(http.StatusBadRequest, CodeInvalidJSON, "the body ends in the middle of a JSON value")
-	}
-	// encoding/json reports unknown fields only in its message.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return fieldProblem(CodeUnknownField, name, "this field is not part of the API")
-	}
-	var field *fieldError
-	if errors.As(err, &field) {
-		return fieldProblem(CodeInvalidField, field.field, field.msg)
-	}
-	return problem(http.StatusBadRequest, CodeInvalidJSON, err.Error())
-}
-
-// unknownFieldPath returns the path ("quietHours.colour", "devices[2].x") of
-// the first object key in body that t has no field for, or "".
-func unknownFieldPath(body []byte, t reflect.Type) string {
-	var doc any
-	if json.Unmarshal(body, &doc) != nil {
-		return ""
-	}
-	return walkUnknown(doc, t, "")
-}
-
-func walkUnknown(v any, t reflect.Type, path string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		if t.Kind() != reflect.Struct {
-			return "" // maps and custom types take any key
-		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" {
-				name = f.Name
-			}
-			fields[strings.ToLower(name)] = f.Type
-		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			ft, ok := fields[strings.ToLower(k)]
-			child := k
-			if path != "" {
-				child = path + "." + k
-			}
-			if !ok {
-				return child
-			}
-			if p := walkUnknown(x[k], ft, child); p != "" {
-				return p
-			}
-		}
-	case []any:
-		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
-			return ""
-		}
-		for i, e := range x {
-			if p := walkUnknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
-// fieldError is returned by custom UnmarshalJSON methods to name their field.
-type fieldError struct{ field, msg string }
-
-func (e *fieldError) Error() string { return e.field + ": " + e.msg }
-
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "struct"), strings.Contains(goType, "."):
-		return "an object"
-	case goType == "string", goType == "*string":
-		return "a string"
-	case goType == "bool", goType == "*bool":
-		return "true or false"
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
-		return "a number"
-	}
-	return goType
 }

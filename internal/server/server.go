@@ -5,10 +5,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -30,8 +32,16 @@ type Options[TTx any] struct {
 	// Driver is the client's driver (for the server's own state: keys,
 	// preferences, idempotency records).
 	Driver driver.Driver[TTx]
-	// Metrics, when set, is served at /metrics and counts HTTP requests.
+	// Metrics, when set, is served at /metrics and counts HTTP requests. Its
+	// backlog gauges are as fresh as WatchBacklog (or RefreshBacklog) keeps
+	// them.
 	Metrics *Metrics
+	// SeparateMetrics serves /metrics on OperationsHandler only (a listener
+	// of its own), not on Handler, where it answers 404.
+	SeparateMetrics bool
+	// BacklogCountMax is the most due deliveries a backlog read counts; default
+	// BacklogCountMaxDefault.
+	BacklogCountMax int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; default MaxBodyBytesDefault.
@@ -51,7 +61,19 @@ type Server[TTx any] struct {
 	drv    driver.Driver[TTx]
 	mux    *http.ServeMux
 	keys   keyCache
+	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
+	separate   bool
+	backlogMax int
 }
+
+// Backlog reads.
+const (
+	// BacklogCountMaxDefault caps the due count: on PostgreSQL, counting 2.2M
+	// due rows took 0.7-1.3 s, 10,000 took 4 ms.
+	BacklogCountMaxDefault = 10000
+	// BacklogIntervalDefault is how often a serving process reads the backlog.
+	BacklogIntervalDefault = 15 * time.Second
+)
 
 // core is what does not depend on the transaction type.
 type core struct {
@@ -59,6 +81,21 @@ type core struct {
 	metrics *Metrics
 	maxBody int64
 	version string
+	// down says whether an error means the database cannot be reached (an
+	// answer of 503, not 500): the driver's Unavailable when it has one.
+	down func(error) bool
+}
+
+// unavailability is what a driver offers to tell an unreachable database from
+// a failed statement (both built-in drivers do).
+type unavailability interface {
+	Unavailable(err error) bool
+}
+
+// netDown is the guess for a driver without Unavailable: a network error.
+func netDown(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }
 
 // New returns a server; Handler serves it.
@@ -77,6 +114,12 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.maxBody = MaxBodyBytesDefault
 	}
 	s.version = o.Version
+	s.separate = o.SeparateMetrics
+	s.backlogMax = cmp.Or(o.BacklogCountMax, BacklogCountMaxDefault)
+	s.down = netDown
+	if u, ok := any(o.Driver).(unavailability); ok {
+		s.down = u.Unavailable
+	}
 	s.keys.ttl = o.KeyCacheTTL
 	if s.keys.ttl == 0 {
 		s.keys.ttl = KeyCacheTTLDefault
@@ -89,14 +132,22 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 func (s *Server[TTx]) Handler() http.Handler { return s.mux }
 
 // OperationsHandler serves only /metrics, /healthz and /readyz: what a
-// worker process (oncepush work) exposes.
+// worker process (oncepush work) exposes, and the listener of its own that
+// SeparateMetrics gives a serving process.
 func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+	for _, p := range []string{"/healthz", "/readyz"} {
 		mux.Handle(p, s.mux)
 	}
+	if s.metrics != nil {
+		mux.Handle("GET /metrics", s.metrics.Handler())
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET")
+			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not served here; allowed: GET"))
+		})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "a worker serves /metrics, /healthz and /readyz only"))
+		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
 	return mux
 }
@@ -125,8 +176,9 @@ func (s *Server[TTx]) routes() {
 		_, err := w.Write(api.OpenAPI)
 		return err
 	})
-	if s.metrics != nil {
-		s.mux.Handle("GET /metrics", s.metrics.Handler(s.dueStats))
+	onAPI := s.metrics != nil && !s.separate
+	if onAPI {
+		s.mux.Handle("GET /metrics", s.metrics.Handler())
 	}
 	// Paths the API knows, with a method it does not serve: 405 with Allow.
 	for path, allow := range map[string]string{
@@ -144,6 +196,9 @@ func (s *Server[TTx]) routes() {
 		"/metrics":                               "GET",
 		"/openapi.json":                          "GET",
 	} {
+		if path == "/metrics" && !onAPI {
+			continue // not served here: 404
+		}
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
@@ -179,7 +234,7 @@ func (s *Server[TTx]) handle(pattern, scope string, h handlerFunc) {
 			return h(rec, r)
 		}()
 		if err != nil {
-			p := asProblem(err)
+			p := asProblem(err, s.down)
 			if p.Status >= 500 {
 				s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 					slog.String("route", pattern), slog.String("key", keyID), slog.Any("error", errors.Join(err, p.cause)))
@@ -270,19 +325,66 @@ func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
 }
 
 // readyz: the database answers and is migrated to exactly this build's schema.
+// It needs no key, so its answer says which of those failed and nothing of
+// the database's own error text (user, database, address); that goes to the
+// log.
 func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	if err := s.client.CheckSchema(ctx); err != nil {
-		p := problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
-		writeProblem(w, r, p)
+		detail := "the database cannot be reached"
+		switch {
+		case errors.Is(err, oncepush.ErrSchemaNotCurrent):
+			detail = "the database is not migrated to this build's schema: run oncepush migrate"
+		case errors.Is(err, oncepush.ErrSchemaTooNew):
+			detail = "the database was migrated by a newer oncepush than this one"
+		}
+		s.log.WarnContext(r.Context(), "not ready", slog.String("reason", detail), slog.Any("error", err))
+		writeProblem(w, r, problem(http.StatusServiceUnavailable, CodeUnavailable, detail))
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }
 
-// dueStats feeds the backlog gauges at scrape time.
-func (s *Server[TTx]) dueStats(ctx context.Context) (int, time.Duration, error) {
-	return s.drv.Exec().DeliveryDueStats(ctx, nil)
+// RefreshBacklog reads the due backlog once — the count capped at
+// BacklogCountMax, and the oldest due delivery's age — into the metrics.
+func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
+	if s.metrics == nil {
+		return nil
+	}
+	at, now := time.Now(), (*time.Time)(nil) // nil: the database's clock
+	if c := s.client.Config().Clock; c != nil {
+		at = c.Now()
+		now = &at
+	}
+	n, age, err := s.drv.Exec().DeliveryDueStats(ctx, now, s.backlogMax)
+	if err != nil {
+		s.metrics.readFail.Inc()
+		return fmt.Errorf("read the due backlog: %w", err)
+	}
+	s.metrics.setBacklog(n, s.backlogMax, age, at)
+	return nil
+}
+
+// WatchBacklog refreshes the backlog gauges every interval until ctx ends:
+// one bounded query per interval per process, however often /metrics is
+// scraped. (Call RefreshBacklog first for values from the start.) A failed
+// read keeps the last values — their timestamp says how old they are — and
+// is logged.
+func (s *Server[TTx]) WatchBacklog(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		if err := s.RefreshBacklog(rctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "backlog read failed; the backlog gauges keep their last values", slog.Any("error", err))
+		}
+		cancel()
+	}
 }

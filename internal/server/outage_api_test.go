@@ -1,0 +1,135 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver/sqlite"
+)
+
+// validRequests are requests every operation that needs a key would answer
+// 2xx to, so that what they meet is the database, not validation.
+func validRequests(e *env, id int64) map[string]struct {
+	path string
+	body any
+} {
+	tok := e.token(oncepush.TransportFCM)
+	return map[string]struct {
+		path string
+		body any
+	}{
+		"POST /v1/notifications":                     {"/v1/notifications", obj{"recipients": []string{"u_1"}, "title": "Hello"}},
+		"GET /v1/notifications/{id}":                 {fmt.Sprintf("/v1/notifications/%d", id), nil},
+		"GET /v1/notifications/{id}/deliveries":      {fmt.Sprintf("/v1/notifications/%d/deliveries", id), nil},
+		"GET /v1/recipients/{recipient}/deliveries":  {"/v1/recipients/u_1/deliveries", nil},
+		"PUT /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok}},
+		"GET /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", nil},
+		"DELETE /v1/devices":                         {"/v1/devices", obj{"transport": "fcm", "token": tok}},
+		"POST /v1/sessions/{session}/revoke":         {"/v1/sessions/s_1/revoke", nil},
+		"DELETE /v1/recipients/{recipient}":          {"/v1/recipients/u_2", nil},
+		"GET /v1/recipients/{recipient}/preferences": {"/v1/recipients/u_1/preferences", nil},
+		"PUT /v1/recipients/{recipient}/preferences": {"/v1/recipients/u_1/preferences", obj{"optOut": []string{"ads"}}},
+	}
+}
+
+// While the database cannot be reached — PostgreSQL restarting (backends
+// terminated with 57P01, new connections refused with 57P03), a closed SQLite
+// handle — every route answers 503 unavailable with Retry-After, never 500,
+// with a key the server has already checked (so the handlers themselves meet
+// the database). After a PostgreSQL restart, the same requests succeed.
+func TestDatabaseOutageAnswers503OnEveryRoute(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		s, err := spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Exists"}).ID
+		reqs := validRequests(e, id)
+		ops := s.Operations()
+		for _, op := range ops {
+			if _, ok := reqs[op.Method+" "+op.Path]; op.Secured && !ok {
+				t.Fatalf("no valid request for %s %s", op.Method, op.Path)
+			}
+		}
+		e.do("GET", "/v1/recipients/u_1/devices", e.admin, nil).want(t, http.StatusOK) // the key is cached
+
+		e.outage()
+		// Twice over: the first requests meet the connections the outage
+		// killed, the later ones a server that refuses new ones.
+		for pass := range 2 {
+			for _, op := range ops {
+				rq, ok := reqs[op.Method+" "+op.Path]
+				if !ok {
+					continue
+				}
+				r := e.do(op.Method, rq.path, e.admin, rq.body)
+				if r.status != http.StatusServiceUnavailable {
+					t.Errorf("pass %d: %s %s: status %d, want 503: %s", pass, op.Method, rq.path, r.status, r.body)
+					continue
+				}
+				r.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+				if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra <= 0 {
+					t.Errorf("%s %s: Retry-After %q, want a number of seconds", op.Method, rq.path, r.header.Get("Retry-After"))
+				}
+			}
+		}
+		r := e.do("GET", "/readyz", "", nil)
+		r.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		if r.header.Get("Retry-After") == "" {
+			t.Error("/readyz: 503 without Retry-After")
+		}
+		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
+
+		if e.restore == nil {
+			return // a closed SQLite handle does not come back
+		}
+		e.restore()
+		for _, op := range ops {
+			if rq, ok := reqs[op.Method+" "+op.Path]; ok {
+				if r := e.do(op.Method, rq.path, e.admin, rq.body); r.status >= 300 {
+					t.Errorf("after the restart: %s %s: status %d: %s", op.Method, rq.path, r.status, r.body)
+				}
+			}
+		}
+	})
+}
+
+// A SQLite write that waits past the busy timeout for another process's
+// write lock answers 503 (retry later), not 500; once the lock is gone the
+// same request succeeds.
+func TestSQLiteBusyAnswers503(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", envOptions{sqliteBusyTimeout: 50 * time.Millisecond})
+	other, err := sql.Open("sqlite", sqlite.DSN(e.sqlitePath, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil { // another writer holds the lock
+		t.Fatal(err)
+	}
+	body := obj{"recipients": []string{"u_1"}, "title": "Hello"}
+	r := e.do("POST", "/v1/notifications", e.admin, body)
+	r.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+	if !strings.Contains(string(e.logs.Bytes()), "busy") && !strings.Contains(string(e.logs.Bytes()), "locked") {
+		t.Errorf("the log does not say the database was busy:\n%s", e.logs.Bytes())
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	e.do("POST", "/v1/notifications", e.admin, body).want(t, http.StatusAccepted)
+}

@@ -1,0 +1,244 @@
+// Package strictjson reads JSON more strictly than encoding/json does: exactly
+// one value, UTF-8 throughout, no lone surrogate escapes ("\ud800") and no name
+// twice in one object — the I-JSON profile (RFC 7493) — where encoding/json
+// replaces what it cannot decode with U+FFFD and keeps the last of two equal
+// names. What it refuses is named by its path ("title", "data.note",
+// "recipients[2]"), so that an answer can say which field to fix.
+//
+// Parse keeps what a schema check needs: each value's kind, the exact names of
+// an object's members in order, the decoded text of strings and the literal of
+// numbers (never a float64).
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Kind is a JSON value's type.
+type Kind uint8
+
+// The kinds of JSON values.
+const (
+	Null Kind = iota
+	Bool
+	Number
+	String
+	Array
+	Object
+)
+
+var kindNames = [...]string{Null: "null", Bool: "true or false", Number: "a number", String: "a string", Array: "an array", Object: "an object"}
+
+// String names the kind as a sentence would: "a string", "null".
+func (k Kind) String() string { return kindNames[k] }
+
+// Value is one parsed JSON value.
+type Value struct {
+	Kind Kind
+	// Text is a string's decoded text, a number's literal, or "true"/"false".
+	Text string
+	// Members are an object's members, in the order written.
+	Members []Member
+	// Elems are an array's elements.
+	Elems []*Value
+}
+
+// Member is one name/value pair of an object.
+type Member struct {
+	Name  string
+	Value *Value
+}
+
+// Error is a refused document. Path is empty when the fault is not in one
+// field (a syntax error, an empty document, trailing data).
+type Error struct {
+	Path   string
+	Reason string
+	// Offset is the byte offset in the document at which the fault was found.
+	Offset int64
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("%s (at byte %d)", e.Reason, e.Offset)
+	}
+	return fmt.Sprintf("%s: %s (at byte %d)", e.Path, e.Reason, e.Offset)
+}
+
+// Parse reads exactly one JSON value from b.
+func Parse(b []byte) (*Value, error) {
+	p := &parser{raw: b, dec: json.NewDecoder(bytes.NewReader(b))}
+	p.dec.UseNumber()
+	v, err := p.value("")
+	if err != nil {
+		return nil, err
+	}
+	end := p.dec.InputOffset()
+	if _, err := p.dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, &Error{Reason: "more than one JSON value", Offset: end}
+	}
+	return v, nil
+}
+
+type parser struct {
+	raw []byte
+	dec *json.Decoder
+}
+
+// token reads the next token; a string's raw bytes are checked for what the
+// decoder would replace silently.
+func (p *parser) token(path string) (json.Token, error) {
+	start := p.dec.InputOffset()
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, p.syntax(err, start)
+	}
+	if _, ok := tok.(string); ok {
+		if reason := checkString(p.raw[start:p.dec.InputOffset()]); reason != "" {
+			return nil, &Error{Path: path, Reason: reason, Offset: start}
+		}
+	}
+	return tok, nil
+}
+
+func (p *parser) syntax(err error, at int64) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF) && at == 0:
+		return &Error{Reason: "the document is empty", Offset: at}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Reason: "the document ends in the middle of a value", Offset: int64(len(p.raw))}
+	case errors.As(err, &se):
+		return &Error{Reason: se.Error(), Offset: se.Offset}
+	}
+	return &Error{Reason: err.Error(), Offset: at}
+}
+
+func (p *parser) value(path string) (*Value, error) {
+	tok, err := p.token(path)
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &Value{Kind: Null}, nil
+	case bool:
+		return &Value{Kind: Bool, Text: strconv.FormatBool(t)}, nil
+	case json.Number:
+		return &Value{Kind: Number, Text: string(t)}, nil
+	case string:
+		return &Value{Kind: String, Text: t}, nil
+	case json.Delim:
+		if t == '{' {
+			return p.object(path)
+		}
+		return p.array(path)
+	}
+	return nil, &Error{Path: path, Reason: fmt.Sprintf("unexpected token %v", tok), Offset: p.dec.InputOffset()}
+}
+
+func (p *parser) object(path string) (*Value, error) {
+	v := &Value{Kind: Object}
+	seen := map[string]bool{}
+	for p.dec.More() {
+		at := p.dec.InputOffset()
+		tok, err := p.token(path)
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		child := Join(path, name)
+		if seen[name] {
+			return nil, &Error{Path: child, Reason: "appears twice in the object", Offset: at}
+		}
+		seen[name] = true
+		m, err := p.value(child)
+		if err != nil {
+			return nil, err
+		}
+		v.Members = append(v.Members, Member{Name: name, Value: m})
+	}
+	if _, err := p.token(path); err != nil { // '}'
+		return nil, err
+	}
+	return v, nil
+}
+
+func (p *parser) array(path string) (*Value, error) {
+	v := &Value{Kind: Array}
+	for p.dec.More() {
+		e, err := p.value(Index(path, len(v.Elems)))
+		if err != nil {
+			return nil, err
+		}
+		v.Elems = append(v.Elems, e)
+	}
+	if _, err := p.token(path); err != nil { // ']'
+		return nil, err
+	}
+	return v, nil
+}
+
+// Join is the path of a member: "quietHours" + "timeZone" is
+// "quietHours.timeZone"; at the top, the name alone.
+func Join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// Index is the path of an array element: "recipients[2]".
+func Index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// checkString looks at a string token as written (with the separators before
+// it, which are ASCII) for what encoding/json would decode to U+FFFD without a
+// word: bytes that are not UTF-8, and \u escapes of lone surrogates.
+func checkString(raw []byte) string {
+	if !utf8.Valid(raw) {
+		return "is not valid UTF-8"
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(raw) || raw[i] != 'u' {
+			continue // a one-character escape; the decoder checked it
+		}
+		r := hex4(raw[i+1:])
+		i += 4
+		switch {
+		case r >= 0xD800 && r < 0xDC00: // a high surrogate needs a low one next
+			if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo := hex4(raw[i+3:]); lo >= 0xDC00 && lo < 0xE000 {
+					i += 6
+					continue
+				}
+			}
+			return fmt.Sprintf(`holds a lone surrogate (\u%04x), which is not a character`, r)
+		case r >= 0xDC00 && r < 0xE000:
+			return fmt.Sprintf(`holds a lone surrogate (\u%04x), which is not a character`, r)
+		}
+	}
+	return ""
+}
+
+// hex4 reads four hexadecimal digits (the decoder has checked they are); -1
+// if there are not four.
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
+}
