@@ -77,7 +77,6 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 		}
 
 		updates, writes := c.plan(ctx, tx, ex, b, res.Rows, msgs, devs, atts)
-		c.markFirstWave(b, writes)
 		if len(updates) > 0 {
 			got, err := ex.DeliveryUpdateMany(ctx, &driver.DeliveryUpdateManyParams{Now: c.now(), LeaseID: b.leaseID, Updates: updates})
 			if err != nil {
@@ -245,24 +244,6 @@ func (c *Client[TTx]) plan(ctx context.Context, tx TTx, ex driver.Executor, b *b
 		}
 	}
 	return updates, writes
-}
-
-// markFirstWave marks the batch's first wave sending inside the claim
-// transaction: the sends start as soon as it commits, so these pairs are marked
-// just before their calls without a statement of their own. Later waves are
-// marked by submit.go as the window frees.
-func (c *clientCore) markFirstWave(b *batch, writes *attemptWrites) {
-	taken := map[Transport]int{}
-	for _, p := range b.pairs {
-		t := p.dev.Transport
-		if taken[t] >= c.cfg.ConcurrentSends || c.throttled(t) > 0 {
-			continue
-		}
-		taken[t]++
-		p.marked = true
-		writes.add(driver.DeviceAttemptUpsert{DeliveryID: p.d.row.ID, DeviceID: p.dev.ID, Transport: string(t),
-			TokenKey: p.tokenKey, State: driver.AttemptSending, SubmissionsDelta: 1})
-	}
 }
 
 // settled reports whether a ledger state needs no further submission.

@@ -90,20 +90,14 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 		if len(wave) == 0 {
 			continue
 		}
-		var unmarked []*pair
-		for _, p := range wave {
-			if !p.marked {
-				unmarked = append(unmarked, p)
-			}
-		}
-		owned, err := c.markSending(claimCtx, b, unmarked)
+		owned, err := c.markSending(claimCtx, b, wave)
 		if err != nil {
 			c.log.Error("marking pairs sending failed; the rest of the batch is released",
-				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(unmarked)), slog.Any("error", err))
+				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(wave)), slog.Any("error", err))
 			break
 		}
 		for _, p := range wave {
-			if !p.marked && !owned[p.d.row.ID] {
+			if !owned[p.d.row.ID] {
 				continue // the lease is lost or nearly spent: not ours to send
 			}
 			p.marked = true
@@ -127,9 +121,6 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 // deliveries whose pairs it marked. The statement is not cancelled by a stop
 // (a cancel racing its commit would leave the caller unsure what it counted).
 func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (map[int64]bool, error) {
-	if len(wave) == 0 {
-		return nil, nil
-	}
 	keys := make([]driver.DeviceAttemptKey, len(wave))
 	for i, p := range wave {
 		keys[i] = driver.DeviceAttemptKey{DeliveryID: p.d.row.ID, DeviceID: p.dev.ID, Transport: string(p.dev.Transport), TokenKey: p.tokenKey}

@@ -99,6 +99,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"StopDuringClaimReleasesBatch", testStopDuringClaimReleasesBatch[TTx]},
 		{"RevocationOutlivesRetention", testRevocationOutlivesRetention[TTx]},
 		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
+		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -91,8 +91,8 @@ func (e *countingExec) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (m
 // testBatchCostIsFixed: a batch costs a fixed handful of statements whatever
 // its size — marking pairs sending in waves must not become a statement per
 // pair. 10 and 200 deliveries of two devices each, one batch each: 11
-// statements (BEGIN, claim, messages, devices, ledger, marks, COMMIT; BEGIN,
-// deliveries, ledger, COMMIT).
+// statements (BEGIN, claim, messages, devices, ledger, COMMIT; the mark;
+// BEGIN, deliveries, ledger, COMMIT).
 func testBatchCostIsFixed[TTx any](t *testing.T, h Harness[TTx]) {
 	cost := func(n int) int64 {
 		b := setup(t, h, nil)

@@ -430,3 +430,51 @@ func testRevocationOutlivesRetention[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("registering under a session revoked long ago: %v, want ErrSessionRevoked", err)
 	}
 }
+
+// freezeDriver stops its client dead after its first claim commits, until
+// released: a crash at that exact step, as far as the database can tell.
+type freezeDriver[TTx any] struct {
+	driver.Driver[TTx]
+	frozen  chan struct{} // closed once the claim has committed and the run froze
+	release chan struct{}
+	once    atomic.Bool
+}
+
+func (d *freezeDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	err := d.Driver.InTx(ctx, fn)
+	if d.once.CompareAndSwap(false, true) {
+		close(d.frozen)
+		<-d.release
+	}
+	return err
+}
+
+// testCrashAfterClaimSendsNormally: a run that dies right after its claim
+// commits has sent nothing and marked nothing sending, so the next run sends
+// its pairs normally — even under at-most-once, where a pair left marked
+// would be given up as ambiguous.
+func testCrashAfterClaimSendsNormally[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	fd := &freezeDriver[TTx]{Driver: b.db.Driver(t, 0), frozen: make(chan struct{}), release: make(chan struct{})}
+	crashed := b.newClient(fd, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	b.register("r1", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("once"), &oncepush.SendOptions{Ambiguity: oncepush.AmbiguityAtMostOnce})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = crashed.Drain(context.WithoutCancel(b.ctx))
+	}()
+	<-fd.frozen
+	defer func() { close(fd.release); <-done }()
+
+	b.clock.Advance(b.client.Config().Lease + time.Second)
+	b.drain()
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("%d submissions after a crash right after the claim, want 1", n)
+	}
+	d := b.only("r1")
+	wantStatus(t, d, oncepush.StatusSent)
+	if a := d.Devices[0]; a.Submissions != 1 || a.Ambiguous != 0 {
+		t.Fatalf("ledger %+v: the crashed run's claim counted a submission it never made", a)
+	}
+}
