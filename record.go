@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/failpoint"
 )
 
 // recordTryTimeout bounds one try of the record transaction.
@@ -65,6 +66,7 @@ func (w *attemptWrites) filter(keep func(deliveryID int64) bool) []driver.Device
 // recovered as ambiguous when the lease expires — the safe reading of an
 // unrecorded send.
 func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
+	failpoint.Hit(failpoint.Answered)
 	ctx = context.WithoutCancel(ctx)
 	updates, writes, dead := c.planRecord(b)
 	leaseEnd, leaseEndReal := b.claimedAt.Add(c.cfg.Lease), b.claimedReal.Add(c.cfg.Lease)
@@ -79,6 +81,7 @@ func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
 		})
 		cancel()
 		if err == nil {
+			failpoint.Hit(failpoint.Recorded)
 			lost := 0
 			for _, u := range updates {
 				switch {

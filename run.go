@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/failpoint"
 )
 
 // A run claims, sends and records batches until its budget is spent or nothing
@@ -109,6 +110,7 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 		if b.claimed == 0 {
 			return stats, nil
 		}
+		failpoint.Hit(failpoint.ClaimCommitted)
 		stats.Batches++
 		stats.Claimed += b.claimed
 		if len(b.pairs) > 0 {

@@ -308,6 +308,7 @@ type (
 		Transport   oncepush.Transport
 		State       string
 		Submissions int
+		Ambiguous   int
 		ProviderID  string
 		Error       string
 	}

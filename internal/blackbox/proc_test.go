@@ -30,18 +30,25 @@ const (
 // -race when the tests themselves run under the race detector.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "oncepush")
-	args := []string{"build", "-o", bin}
+	var args []string
 	if raceEnabled {
 		args = append(args, "-race")
 	}
+	return buildWith(t, args...)
+}
+
+// buildWith compiles the oncepush command with extra go build flags.
+func buildWith(t *testing.T, flags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "oncepush")
+	args := append([]string{"build", "-o", bin}, flags...)
 	args = append(args, "github.com/oncepush/oncepush/cmd/oncepush")
 	start := time.Now()
 	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	t.Logf("built %s in %s (race: %v)", bin, time.Since(start).Round(time.Millisecond), raceEnabled)
+	t.Logf("built %s in %s (flags %v)", bin, time.Since(start).Round(time.Millisecond), flags)
 	return bin
 }
 
@@ -91,10 +98,16 @@ type proc struct {
 // reports fails the test.
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, bin, nil, args...)
+}
+
+// startEnv is start with extra environment variables (KEY=value).
+func startEnv(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: "oncepush " + args[0], stdout: newOutput(), stderr: newOutput(), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.Env = childEnv(nil)
+	p.cmd.Env = childEnv(env)
 	dieWithTest(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.name, err)

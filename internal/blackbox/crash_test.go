@@ -1,0 +1,141 @@
+package blackbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/failpoint"
+)
+
+// crashDeliveries is how many deliveries each crash takes down at its step:
+// one batch, every pair in flight at once.
+const crashDeliveries = 100
+
+// TestCrashAtEveryStep kills a worker (SIGKILL, from a failpoint compiled into
+// a test build) at each step of the delivery path, with a batch of 100
+// deliveries there, lets a second worker recover after the lease, and checks
+// every pair against the fake provider's record: sent once where nothing was
+// in doubt; where the provider had accepted but nothing was recorded, exactly
+// twice with the same identity under resend, and once, ending ambiguous,
+// under at-most-once.
+//
+// ONCEPUSH_CRASH_ROUNDS=n repeats every case n times (each a kill of its own);
+// the suite runs one round.
+func TestCrashAtEveryStep(t *testing.T) {
+	rounds := 1
+	if v := os.Getenv("ONCEPUSH_CRASH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("ONCEPUSH_CRASH_ROUNDS=%q: want a positive number", v)
+		}
+		rounds = n
+	}
+	bin := buildWith(t, "-tags", "oncepush_failpoints")
+	f := startFake(t, bin)
+	for round := range rounds {
+		for _, db := range databases {
+			for _, step := range []string{failpoint.ClaimCommitted, failpoint.Answered, failpoint.Recorded} {
+				for _, policy := range []oncepush.AmbiguityPolicy{oncepush.AmbiguityResend, oncepush.AmbiguityAtMostOnce} {
+					t.Run(fmt.Sprintf("%s/%s/%s/%d", db.name, step, policy, round), func(t *testing.T) {
+						t.Parallel()
+						testCrashAt(t, bin, f, db, step, policy, round)
+					})
+				}
+			}
+		}
+	}
+}
+
+func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, policy oncepush.AmbiguityPolicy, round int) {
+	dbURL := db.new(t)
+	cfg := f.serverConfig(t, func(c *config.File) {
+		c.Engine.Workers = 1
+		c.Engine.BatchSize = crashDeliveries
+		c.Engine.ConcurrentSends = crashDeliveries
+		c.Engine.RunBudget = config.Duration(time.Second)
+		c.Engine.SendTimeout = config.Duration(time.Second)
+		c.Engine.Lease = config.Duration(3 * time.Second)
+		c.Engine.PollInterval = config.Duration(50 * time.Millisecond)
+	})
+	api := startServe(t, bin, dbURL, cfg, true, "--no-workers")
+	prefix := fmt.Sprintf("crash-%s-%s-%s-%d", db.name, step, policy, round)
+	tokens := map[string]string{} // recipient → token
+	var recipients []string
+	for i := range crashDeliveries {
+		r := fmt.Sprintf("u_%s_%03d", prefix, i)
+		tok := fmt.Sprintf("fcm-%s-%03d", prefix, i)
+		api.register(r, oncepush.TransportFCM, tok)
+		tokens[r] = tok
+		recipients = append(recipients, r)
+	}
+	sent := api.send(map[string]any{"recipients": recipients, "title": "crash at " + step, "ambiguity": string(policy)})
+
+	doomed := startEnv(t, bin, []string{"ONCEPUSH_FAILPOINT=" + step},
+		"work", "--database", dbURL, "--config", cfg, "--log-format", "json")
+	select {
+	case <-doomed.done:
+	case <-time.After(runTimeout):
+		t.Fatalf("the worker never reached the failpoint %s", step)
+	}
+	var ee *exec.ExitError
+	if !errors.As(doomed.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.err)
+	}
+
+	rescuer := start(t, bin, "work", "--database", dbURL, "--config", cfg, "--log-format", "json")
+	rescuer.waitFor(rescuer.stderr, "that it is working", func(s string) (string, bool) {
+		return "", strings.Contains(s, `"msg":"oncepush working"`)
+	})
+	var ds []delivery
+	eventually(t, "every delivery final after the crash", func() bool {
+		ds = api.notificationDeliveries(sent.ID)
+		if len(ds) != crashDeliveries {
+			return false
+		}
+		for _, d := range ds {
+			if d.Status == "pending" {
+				return false
+			}
+		}
+		return true
+	})
+	rescuer.signal(syscall.SIGTERM)
+	if code := rescuer.exitCode(15 * time.Second); code != 0 {
+		t.Errorf("the rescuing worker exited %d", code)
+	}
+
+	byToken := map[string][]string{} // token → the apns-id-like identity of each receipt
+	for _, r := range f.requests(oncepush.TransportFCM) {
+		byToken[r.Token] = append(byToken[r.Token], r.CollapseID+"/"+r.NotificationID)
+	}
+	inDoubt := step == failpoint.Answered // accepted by the provider, nothing recorded
+	for _, d := range ds {
+		got := byToken[tokens[d.Recipient]]
+		wantReceipts, wantStatus, wantAmbiguous := 1, "sent", 0
+		if inDoubt {
+			wantAmbiguous = 1
+			if policy == oncepush.AmbiguityResend {
+				wantReceipts = 2
+			} else {
+				wantStatus = "ambiguous"
+			}
+		}
+		if len(got) != wantReceipts || d.Status != wantStatus || len(d.Devices) != 1 ||
+			d.Devices[0].Submissions != wantReceipts || d.Devices[0].Ambiguous != wantAmbiguous {
+			t.Fatalf("%s: provider received %d, delivery %s, ledger %+v; want %d received, %s, %d submissions, %d ambiguous",
+				d.Recipient, len(got), d.Status, d.Devices, wantReceipts, wantStatus, wantReceipts, wantAmbiguous)
+		}
+		if len(got) == 2 && got[0] != got[1] {
+			t.Fatalf("%s: the resend changed identity: %v", d.Recipient, got)
+		}
+	}
+}

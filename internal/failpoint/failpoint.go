@@ -1,0 +1,18 @@
+// Package failpoint kills the process at named steps of the delivery path, so
+// crash tests can stop a worker exactly there. It is compiled in only with the
+// build tag oncepush_failpoints; without it Hit does nothing and costs nothing.
+//
+// With the tag, ONCEPUSH_FAILPOINT names the step at which the process sends
+// itself SIGKILL the first time it gets there:
+//
+//	claim-committed  a claim that leased deliveries has committed; nothing sent
+//	answered         every send of the batch has its answer; nothing recorded
+//	recorded         the batch's record has committed
+package failpoint
+
+// Steps of the delivery path, in order.
+const (
+	ClaimCommitted = "claim-committed"
+	Answered       = "answered"
+	Recorded       = "recorded"
+)
