@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ import (
 // crashDeliveries is how many deliveries each crash takes down at its step:
 // one batch, every pair in flight at once.
 const crashDeliveries = 100
+
+// crashTokenSeq makes APNs tokens unique across the cases sharing one fake.
+var crashTokenSeq atomic.Int64
 
 // TestCrashAtEveryStep kills a worker (SIGKILL, from a failpoint compiled into
 // a test build) at each step of the delivery path, with a batch of 100
@@ -68,12 +72,15 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 	})
 	api := startServe(t, bin, dbURL, cfg, true, "--no-workers")
 	prefix := fmt.Sprintf("crash-%s-%s-%s-%d", db.name, step, policy, round)
-	tokens := map[string]string{} // recipient → token
+	tokens := map[string]string{} // recipient → token; half FCM, half APNs
 	var recipients []string
 	for i := range crashDeliveries {
 		r := fmt.Sprintf("u_%s_%03d", prefix, i)
-		tok := fmt.Sprintf("fcm-%s-%03d", prefix, i)
-		api.register(r, oncepush.TransportFCM, tok)
+		tr, tok := oncepush.TransportFCM, fmt.Sprintf("fcm-%s-%03d", prefix, i)
+		if i%2 == 1 {
+			tr, tok = oncepush.TransportAPNs, fmt.Sprintf("%064x", crashTokenSeq.Add(1))
+		}
+		api.register(r, tr, tok)
 		tokens[r] = tok
 		recipients = append(recipients, r)
 	}
@@ -113,9 +120,9 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		t.Errorf("the rescuing worker exited %d", code)
 	}
 
-	byToken := map[string][]string{} // token → the apns-id-like identity of each receipt
-	for _, r := range f.requests(oncepush.TransportFCM) {
-		byToken[r.Token] = append(byToken[r.Token], r.CollapseID+"/"+r.NotificationID)
+	byToken := map[string][]string{} // token → the provider-side identity of each receipt
+	for _, r := range f.requests("") {
+		byToken[r.Token] = append(byToken[r.Token], r.CollapseID+"/"+r.APNsID+"/"+r.NotificationID)
 	}
 	inDoubt := step == failpoint.Answered // accepted by the provider, nothing recorded
 	for _, d := range ds {
