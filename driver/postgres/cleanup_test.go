@@ -11,8 +11,6 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
-	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/internal/testdb"
 )
 
 // TestConcurrentDeletersFreeWhatTheyHeld: two transactions each delete one
@@ -25,11 +23,7 @@ import (
 func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := testdb.Pool(t, testdb.Schema(t), 4)
-	drv := postgres.New(pool)
-	if _, err := drv.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, drv := migrated(t)
 	c, err := oncepush.NewClient(drv, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
@@ -36,6 +37,18 @@ func (d *pgDB) Rollback(ctx context.Context, tx pgx.Tx) error { return tx.Rollba
 func (d *pgDB) Exec(ctx context.Context, tx pgx.Tx, sql string) error {
 	_, err := tx.Exec(ctx, sql)
 	return err
+}
+
+// migrated returns a pool on a fresh, migrated schema of the test, and a
+// driver on it.
+func migrated(t *testing.T) (*pgxpool.Pool, *postgres.Driver) {
+	t.Helper()
+	pool := testdb.Pool(t, testdb.Schema(t), 4)
+	drv := postgres.New(pool)
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return pool, drv
 }
 
 func TestConformance(t *testing.T) {

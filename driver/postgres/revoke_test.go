@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -19,11 +17,7 @@ import (
 func TestRevokeRacingUncommittedRegistration(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := testdb.Pool(t, testdb.Schema(t), 4)
-	drv := postgres.New(pool)
-	if _, err := drv.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, drv := migrated(t)
 	fcm := pushtest.NewProvider(oncepush.TransportFCM)
 	clock := pushtest.NewClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
 	client, err := oncepush.NewClient(drv, &oncepush.Config{Providers: []oncepush.Provider{fcm}, Clock: clock})
