@@ -62,12 +62,13 @@ func (w *attemptWrites) filter(keep func(deliveryID int64) bool) []driver.Device
 // record writes the batch's outcomes in one transaction guarded by the lease.
 // It runs even after a stop (context.WithoutCancel). A slow or failing
 // database does not make it give up: it tries again, with a pause, for as long
-// as the lease may still be this run's. Only then are the pairs left to be
-// recovered as ambiguous when the lease expires — the safe reading of an
-// unrecorded send.
-func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
+// as the lease may still be this run's — unless sendCtx has ended (a stop
+// whose deadline passed), when a failed try is the last, so a stop is not held
+// up by a database that is down. Pairs not recorded are recovered as ambiguous
+// when the lease expires — the safe reading of an unrecorded send.
+func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 	failpoint.Hit(failpoint.Answered)
-	ctx = context.WithoutCancel(ctx)
+	ctx := context.WithoutCancel(sendCtx)
 	updates, writes, dead := c.planRecord(b)
 	leaseEnd, leaseEndReal := b.claimedAt.Add(c.cfg.Lease), b.claimedReal.Add(c.cfg.Lease)
 	var err error
@@ -96,7 +97,7 @@ func (c *Client[TTx]) record(ctx context.Context, b *batch) error {
 			}
 			return nil
 		}
-		if !c.clockNow().Before(leaseEnd) || !time.Now().Before(leaseEndReal) {
+		if sendCtx.Err() != nil || !c.clockNow().Before(leaseEnd) || !time.Now().Before(leaseEndReal) {
 			break
 		}
 		c.log.Warn("recording outcomes failed; retrying while the lease holds", slog.Int("try", try), slog.Any("error", err))

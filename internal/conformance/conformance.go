@@ -100,6 +100,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RevocationOutlivesRetention", testRevocationOutlivesRetention[TTx]},
 		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
+		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -476,5 +477,36 @@ func testCrashAfterClaimSendsNormally[TTx any](t *testing.T, h Harness[TTx]) {
 	wantStatus(t, d, oncepush.StatusSent)
 	if a := d.Devices[0]; a.Submissions != 1 || a.Ambiguous != 0 {
 		t.Fatalf("ledger %+v: the crashed run's claim counted a submission it never made", a)
+	}
+}
+
+// testStopNotHeldByDeadDatabase: a stop whose deadline has passed is not held
+// up by a record that keeps failing (the database is down): the record is
+// tried, and left for recovery, and Stop returns.
+func testStopNotHeldByDeadDatabase[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	b.register("r1", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("down"), nil)
+	answered := make(chan struct{})
+	var once sync.Once
+	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
+		flaky.fail.Store(1 << 30) // the database is gone from here on
+		once.Do(func() { close(answered) })
+		return oncepush.Accepted("ok")
+	})
+	if err := client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-answered
+	late, cancel := context.WithCancel(b.ctx)
+	cancel() // the stop's deadline has passed already
+	stopped := make(chan error, 1)
+	go func() { stopped <- client.Stop(late) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("Stop is still waiting a minute later for a record the dead database refuses")
 	}
 }
