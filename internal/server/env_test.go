@@ -111,6 +111,8 @@ type env struct {
 
 	// admin is a key with every scope.
 	admin string
+	// routes is the server's route table.
+	routes []server.Route
 
 	logs    *syncBuffer
 	mu      sync.Mutex
@@ -211,6 +213,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
+	e.routes = server.RoutesOf(srv)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	ops := httptest.NewServer(srv.OperationsHandler())
