@@ -246,7 +246,7 @@ func New(cfg Config) (*Provider, error) {
 		pushType:  pushType,
 		priority:  priority,
 		env:       env,
-		client:    &http.Client{Transport: transport},
+		client:    httpsend.NewClient(transport, 0),
 		transport: transport,
 		clock:     clock,
 		log:       logger,

@@ -146,7 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		sendURL:   base + "/v1/projects/" + url.PathEscape(acct.ProjectID) + "/messages:send",
 		webOrigin: origin,
 		// No Timeout: the engine's context bounds each send.
-		client: &http.Client{Transport: transport},
+		client: httpsend.NewClient(transport, 0),
 		tokens: &tokenCache{
 			conf: &jwt.Config{
 				Email:        acct.ClientEmail,
@@ -157,7 +157,7 @@ func New(cfg Config) (*Provider, error) {
 			},
 			// The fetch is shared by many sends and cancelled by none of them,
 			// so it is bounded on its own.
-			client: &http.Client{Transport: transport, Timeout: tokenFetchTimeout},
+			client: httpsend.NewClient(transport, tokenFetchTimeout),
 			clock:  clock,
 			log:    log,
 		},

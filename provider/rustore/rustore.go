@@ -140,7 +140,7 @@ func New(cfg Config) (*Provider, error) {
 		channelID:   cfg.ChannelID,
 		clickAction: cfg.ClickAction,
 		// No Timeout: the engine's context bounds each send.
-		client: &http.Client{Transport: httpsend.NewTransport(cfg.TLSConfig, nil)},
+		client: httpsend.NewClient(httpsend.NewTransport(cfg.TLSConfig, nil), 0),
 		clock:  clock,
 		log:    log,
 	}, nil

@@ -190,12 +190,9 @@ func New(cfg Config) (*Provider, error) {
 	// A proxy would make the dialled address the proxy's, not the push
 	// service's, and the address check meaningless.
 	t.Proxy = nil
-	p.client = &http.Client{
-		Transport: t,
-		// A push service answers; it does not redirect. Following a redirect
-		// would send the message to a URL nobody allow-listed.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// A push service answers; it does not redirect. Following a redirect
+	// would send the message to a URL nobody allow-listed.
+	p.client = httpsend.NewClient(t, 0)
 	return p, nil
 }
 

@@ -74,6 +74,21 @@ func NewTransport(tlsConfig *tls.Config, dial func(ctx context.Context, network,
 	return t
 }
 
+// NewClient returns the HTTP client a provider sends with over t: without
+// a timeout of its own when timeout is 0 (the engine's context bounds each
+// send), and following no redirect. A provider answers; it does not send us
+// elsewhere. net/http would follow a 301, 302 or 303 with a GET to wherever
+// Location says — a host nobody configured, an internal address included —
+// so a 3xx is returned as the answer, which each provider classifies as a
+// rejection.
+func NewClient(t http.RoundTripper, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport:     t,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // Response is a provider's answer, read whole (up to MaxBody).
 type Response struct {
 	Status int
