@@ -266,8 +266,13 @@ func (p *Provider) Close() error {
 }
 
 // Send implements oncepush.Provider: one POST to /3/device/<token>, and one
-// more if APNs answers that the provider JWT expired.
+// more if APNs answers that the provider JWT expired. What APNs says comes
+// back without the device token or a JWT in it (httpsend.Redact).
 func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	return httpsend.RedactResult(p.send(ctx, s), string(s.Device.Token), strings.ToLower(string(s.Device.Token)))
+}
+
+func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
 	token := strings.ToLower(string(s.Device.Token))
 	if !isHex(token) {
 		// Registration only accepts hexadecimal tokens, so this one can
@@ -325,7 +330,7 @@ func (p *Provider) post(ctx context.Context, token string, s *oncepush.Submissio
 		h.Set("apns-id", apnsID)
 	}
 	h.Set("content-type", "application/json")
-	resp, failed := httpsend.Do(p.client, req)
+	resp, failed := httpsend.Do(p.client, req, token)
 	if resp == nil {
 		return failed, false
 	}
