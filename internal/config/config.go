@@ -352,12 +352,32 @@ func (st *Settings) OpenDatabase(ctx context.Context) (*Database, error) {
 		}
 		return &Database{Postgres: postgres.New(pool), close: pool.Close}, nil
 	}
+	if keywordDSN(dsn) {
+		// Taken as a SQLite path it would become a file named after the
+		// password, and the error would repeat it.
+		return nil, settingErr("--database", "is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
+	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	drv, err := sqlite.Open(path, nil)
 	if err != nil {
 		return nil, settingErr("--database", "%v", err)
 	}
 	return &Database{SQLite: drv, close: func() { _ = drv.Close() }}, nil
+}
+
+// keywordDSN reports whether s is a libpq key=value connection string
+// ("host=db user=push password=…"), which OpenDatabase does not take.
+func keywordDSN(s string) bool {
+	for _, f := range strings.Fields(s) {
+		k, _, ok := strings.Cut(f, "=")
+		switch k {
+		case "host", "hostaddr", "port", "dbname", "user", "password", "sslmode", "passfile", "connect_timeout":
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Providers builds the configured providers.

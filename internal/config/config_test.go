@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,5 +136,39 @@ func TestMetricsListen(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || se.Setting != "--metrics-listen" {
 		t.Fatalf("a port without a host: %v, want an error naming --metrics-listen", err)
+	}
+}
+
+// TestDatabaseErrorsHideThePassword: a PostgreSQL URL that does not parse,
+// or a server that cannot be reached, is named without its password; a
+// libpq key=value string is refused rather than taken as a SQLite file
+// named after the password.
+func TestDatabaseErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	const pw = "CANARY-db-password-7a6b5c"
+	for _, dsn := range []string{
+		"postgres://push:" + pw + "@127.0.0.1:notaport/db",
+		"postgres://push:" + pw + "@127.0.0.1:1/db?sslmode=bogus",
+		"postgres://push:" + pw + "@127.0.0.1:1/db?connect_timeout=1",
+		"host=127.0.0.1 user=push password=" + pw + " dbname=db",
+		"password=" + pw,
+	} {
+		st := &Settings{File: File{Database: dsn}}
+		db, err := st.OpenDatabase(t.Context())
+		if err == nil {
+			db.Close()
+			t.Errorf("%q opened", dsn)
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != "--database" || strings.Contains(err.Error(), pw) {
+			t.Errorf("%q: %v; want a --database error without the password", dsn, err)
+		}
+	}
+	if entries, _ := filepath.Glob("*" + pw + "*"); len(entries) != 0 {
+		t.Errorf("SQLite files named after the password were created: %v", entries)
+		for _, e := range entries {
+			_ = os.Remove(e)
+		}
 	}
 }
