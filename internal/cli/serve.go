@@ -55,6 +55,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		return err
 	}
 	log := st.Logger(e.logFile)
+	log.Debug("settings", slog.Any("settings", st))
 	db, err := st.OpenDatabase(ctx)
 	if err != nil {
 		return err

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,6 +171,32 @@ func TestDatabaseErrorsHideThePassword(t *testing.T) {
 		t.Errorf("SQLite files named after the password were created: %v", entries)
 		for _, e := range entries {
 			_ = os.Remove(e)
+		}
+	}
+}
+
+// TestSettingsLogRedacted: the settings' debug line names files and hosts,
+// and says only whether a credential given inline is set.
+func TestSettingsLogRedacted(t *testing.T) {
+	t.Parallel()
+	const pw, vapid, token = "CANARY-db-password-1f2e3d", "CANARY-vapid-private-key-4c5b6a", "CANARY-rustore-service-token-9e8d"
+	st := &Settings{File: File{Database: "postgres://push:" + pw + "@db.internal:5432/push"}}
+	st.Providers.WebPush = &WebPush{VAPIDPrivateKey: vapid, VAPIDSubject: "mailto:ops@example.com"}
+	st.Providers.RuStore = &RuStore{ProjectID: "p", ServiceToken: token}
+	for _, h := range []func(*bytes.Buffer) slog.Handler{
+		func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) },
+		func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
+	} {
+		var b bytes.Buffer
+		slog.New(h(&b)).Info("settings", slog.Any("settings", st))
+		out := b.String()
+		for _, secret := range []string{pw, vapid, token} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the settings line holds %s: %s", secret, out)
+			}
+		}
+		if !strings.Contains(out, "db.internal") || !strings.Contains(out, "[redacted]") {
+			t.Errorf("the settings line: %s", out)
 		}
 	}
 }
