@@ -256,6 +256,21 @@ func testCanaries(t *testing.T, bin string, db database) {
 	for i, a := range answers {
 		c.check(fmt.Sprintf("answer %d", i), a)
 	}
+	// The fake's configuration allows 127.0.0.1 (AllowLoopback); nothing
+	// else internal is let in, by address or by name.
+	sub := f.subscription()
+	for _, host := range []string{"169.254.169.254", "10.0.0.1", "[::ffff:169.254.169.254]", "0.0.0.0", "2130706433", "localhost", "metadata.google.internal"} {
+		var tok map[string]any
+		if err := json.Unmarshal([]byte(sub.Token), &tok); err != nil {
+			t.Fatal(err)
+		}
+		tok["endpoint"] = "https://" + host + "/latest/meta-data/" + sub.ID
+		status, b := s.call(s.key, http.MethodPut, "/v1/recipients/u_canary_ssrf/devices", map[string]any{"transport": "webpush", "token": tok})
+		if p := problemOf(t, b); status != http.StatusBadRequest || p.Field != "token" {
+			t.Errorf("a Web Push endpoint on %s: %d %s, want 400 naming token", host, status, b)
+		}
+		c.check("a refused endpoint's answer", string(b))
+	}
 
 	s.proc.signal(syscall.SIGTERM)
 	if code := s.proc.exitCode(20 * time.Second); code != 0 {
