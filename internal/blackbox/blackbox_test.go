@@ -29,6 +29,8 @@ func TestBinary(t *testing.T) {
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
 	t.Run("MetricsListener", func(t *testing.T) { t.Parallel(); testMetricsListener(t, bin) })
+	t.Run("SlowClients", func(t *testing.T) { t.Parallel(); testSlowClients(t, bin) })
+	t.Run("ConfigCanaries", func(t *testing.T) { t.Parallel(); testConfigCanaries(t, bin) })
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
@@ -36,6 +38,7 @@ func TestBinary(t *testing.T) {
 			t.Run("CLI", func(t *testing.T) { t.Parallel(); testCLI(t, bin, db) })
 			t.Run("SplitProcesses", func(t *testing.T) { t.Parallel(); testSplitProcesses(t, bin, db) })
 			t.Run("SIGTERM", func(t *testing.T) { t.Parallel(); testSIGTERM(t, bin, db) })
+			t.Run("Canaries", func(t *testing.T) { t.Parallel(); testCanaries(t, bin, db) })
 		})
 	}
 }

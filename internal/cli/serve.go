@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,6 +55,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		return err
 	}
 	log := st.Logger(e.logFile)
+	log.Debug("settings", slog.Any("settings", st))
 	db, err := st.OpenDatabase(ctx)
 	if err != nil {
 		return err
@@ -123,21 +125,10 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 		if err := firstKey(ctx, e, drv); err != nil {
 			return err
 		}
-		servers = append(servers, served{&http.Server{
-			Handler:           srv.Handler(),
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      60 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          errorLog,
-		}, apiLn})
+		servers = append(servers, served{httpServer(srv.Handler(), errorLog), apiLn})
 	}
 	if opsLn != nil {
-		servers = append(servers, served{&http.Server{
-			Handler: srv.OperationsHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: errorLog,
-		}, opsLn})
+		servers = append(servers, served{httpServer(srv.OperationsHandler(), errorLog), opsLn})
 	}
 	if o.workers {
 		if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -195,6 +186,30 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	}
 	log.Info("oncepush stopped")
 	return runErr
+}
+
+// Limits of every listener, so that a client that is slow or never
+// finishes (one byte of header a second, a body that never ends, an idle
+// connection kept open) holds a connection for a bounded time.
+const (
+	readHeaderTimeout = 5 * time.Second   // the request line and headers
+	readTimeout       = 30 * time.Second  // the whole request, body included
+	writeTimeout      = 60 * time.Second  // from the end of the headers to the end of the answer
+	idleTimeout       = 120 * time.Second // between requests on a kept-alive connection
+	maxHeaderBytes    = 64 << 10
+)
+
+// httpServer serves h with the listeners' limits.
+func httpServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          errorLog,
+	}
 }
 
 // firstKey creates an admin key on the first start (when there is none) and

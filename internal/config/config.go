@@ -180,6 +180,58 @@ type Settings struct {
 	ConfigPath string
 }
 
+// LogValue implements slog.LogValuer: the resolved settings, for a debug
+// line at start-up (the engine's are logged when its client starts). Fields are listed one by one, so that a setting added
+// later is not logged until someone decides it may be; the database URL
+// loses its password, and credentials show only whether they are set.
+func (st *Settings) LogValue() slog.Value {
+	set := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		return "[redacted]"
+	}
+	database := st.Database
+	if strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://") {
+		database = redactURL(database)
+	} else if keywordDSN(database) {
+		database = "(a key=value string)"
+	}
+	attrs := []slog.Attr{
+		slog.String("config", st.ConfigPath),
+		slog.String("listen", st.Listen),
+		slog.String("metrics_listen", st.MetricsListen),
+		slog.String("database", database),
+		slog.String("log_format", st.Log.Format),
+		slog.String("log_level", st.Log.Level),
+		slog.Int64("max_body_bytes", st.HTTP.MaxBodyBytes),
+		slog.Duration("shutdown_timeout", time.Duration(st.HTTP.ShutdownTimeout)),
+	}
+	p := st.Providers
+	if c := p.FCM; c != nil {
+		attrs = append(attrs, slog.Group("fcm", slog.String("service_account_file", c.ServiceAccountFile),
+			slog.String("token_uri", c.TokenURI), slog.String("base_url", c.BaseURL), slog.String("web_origin", c.WebOrigin),
+			slog.String("ca_file", c.CAFile)))
+	}
+	if c := p.APNs; c != nil {
+		attrs = append(attrs, slog.Group("apns", slog.String("key_file", c.KeyFile), slog.String("key_id", c.KeyID),
+			slog.String("team_id", c.TeamID), slog.String("topic", c.Topic), slog.String("environment", c.Environment),
+			slog.String("host", c.Host), slog.String("push_type", c.PushType), slog.String("ca_file", c.CAFile)))
+	}
+	if c := p.WebPush; c != nil {
+		attrs = append(attrs, slog.Group("webpush", slog.String("vapid_private_key", set(c.VAPIDPrivateKey)),
+			slog.String("vapid_private_key_file", c.VAPIDPrivateKeyFile), slog.String("vapid_subject", c.VAPIDSubject),
+			slog.Any("allowed_hosts", c.AllowedHosts), slog.Bool("allow_loopback", c.AllowLoopback),
+			slog.Bool("allow_private", c.AllowPrivate), slog.String("ca_file", c.CAFile)))
+	}
+	if c := p.RuStore; c != nil {
+		attrs = append(attrs, slog.Group("rustore", slog.String("project_id", c.ProjectID),
+			slog.String("service_token", set(c.ServiceToken)), slog.String("service_token_file", c.ServiceTokenFile),
+			slog.String("base_url", c.BaseURL), slog.String("ca_file", c.CAFile)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
 // Error names the setting at fault.
 type Error struct {
 	Setting string
@@ -352,12 +404,32 @@ func (st *Settings) OpenDatabase(ctx context.Context) (*Database, error) {
 		}
 		return &Database{Postgres: postgres.New(pool), close: pool.Close}, nil
 	}
+	if keywordDSN(dsn) {
+		// Taken as a SQLite path it would become a file named after the
+		// password, and the error would repeat it.
+		return nil, settingErr("--database", "is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
+	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	drv, err := sqlite.Open(path, nil)
 	if err != nil {
 		return nil, settingErr("--database", "%v", err)
 	}
 	return &Database{SQLite: drv, close: func() { _ = drv.Close() }}, nil
+}
+
+// keywordDSN reports whether s is a libpq key=value connection string
+// ("host=db user=push password=…"), which OpenDatabase does not take.
+func keywordDSN(s string) bool {
+	for _, f := range strings.Fields(s) {
+		k, _, ok := strings.Cut(f, "=")
+		switch k {
+		case "host", "hostaddr", "port", "dbname", "user", "password", "sslmode", "passfile", "connect_timeout":
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Providers builds the configured providers.

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,5 +138,65 @@ func TestMetricsListen(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || se.Setting != "--metrics-listen" {
 		t.Fatalf("a port without a host: %v, want an error naming --metrics-listen", err)
+	}
+}
+
+// TestDatabaseErrorsHideThePassword: a PostgreSQL URL that does not parse,
+// or a server that cannot be reached, is named without its password; a
+// libpq key=value string is refused rather than taken as a SQLite file
+// named after the password.
+func TestDatabaseErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	const pw = "CANARY-db-password-7a6b5c"
+	for _, dsn := range []string{
+		"postgres://push:" + pw + "@127.0.0.1:notaport/db",
+		"postgres://push:" + pw + "@127.0.0.1:1/db?sslmode=bogus",
+		"postgres://push:" + pw + "@127.0.0.1:1/db?connect_timeout=1",
+		"host=127.0.0.1 user=push password=" + pw + " dbname=db",
+		"password=" + pw,
+	} {
+		st := &Settings{File: File{Database: dsn}}
+		db, err := st.OpenDatabase(t.Context())
+		if err == nil {
+			db.Close()
+			t.Errorf("%q opened", dsn)
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != "--database" || strings.Contains(err.Error(), pw) {
+			t.Errorf("%q: %v; want a --database error without the password", dsn, err)
+		}
+	}
+	if entries, _ := filepath.Glob("*" + pw + "*"); len(entries) != 0 {
+		t.Errorf("SQLite files named after the password were created: %v", entries)
+		for _, e := range entries {
+			_ = os.Remove(e)
+		}
+	}
+}
+
+// TestSettingsLogRedacted: the settings' debug line names files and hosts,
+// and says only whether a credential given inline is set.
+func TestSettingsLogRedacted(t *testing.T) {
+	t.Parallel()
+	const pw, vapid, token = "CANARY-db-password-1f2e3d", "CANARY-vapid-private-key-4c5b6a", "CANARY-rustore-service-token-9e8d"
+	st := &Settings{File: File{Database: "postgres://push:" + pw + "@db.internal:5432/push"}}
+	st.Providers.WebPush = &WebPush{VAPIDPrivateKey: vapid, VAPIDSubject: "mailto:ops@example.com"}
+	st.Providers.RuStore = &RuStore{ProjectID: "p", ServiceToken: token}
+	for _, h := range []func(*bytes.Buffer) slog.Handler{
+		func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) },
+		func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
+	} {
+		var b bytes.Buffer
+		slog.New(h(&b)).Info("settings", slog.Any("settings", st))
+		out := b.String()
+		for _, secret := range []string{pw, vapid, token} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the settings line holds %s: %s", secret, out)
+			}
+		}
+		if !strings.Contains(out, "db.internal") || !strings.Contains(out, "[redacted]") {
+			t.Errorf("the settings line: %s", out)
+		}
 	}
 }

@@ -2,40 +2,52 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/apikey"
 )
 
-// writes are requests that would change the ledger if they were allowed.
-func writes(e *env, fcmToken string) []struct {
-	method, path string
-	body         any
-} {
-	return []struct {
-		method, path string
-		body         any
-	}{
-		{"POST", "/v1/notifications", obj{"recipients": []string{"u_1"}, "title": "Hello"}},
-		{"PUT", "/v1/recipients/u_2/devices", obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM)}},
-		{"PUT", "/v1/recipients/u_1/preferences", obj{"optOut": []string{"news"}}},
-		{"DELETE", "/v1/devices", obj{"transport": "fcm", "token": fcmToken}},
-		{"POST", "/v1/sessions/s_1/revoke", nil},
-		{"DELETE", "/v1/recipients/u_1", nil},
-	}
-}
+// openRoutes are the routes that ask for no key (docs/api.md, docs/security.md).
+var openRoutes = []string{"GET /healthz", "GET /readyz", "GET /openapi.json", "GET /metrics"}
 
-func TestUnauthenticatedRequestsWriteNothing(t *testing.T) {
+// TestEveryRouteRefusesWhoMayNotUseIt walks the server's own route table, so
+// a route added without a scope, or without a test request here, fails. Each
+// route is asked with no key, the wrong scheme, a malformed, altered,
+// unknown or revoked key, a key in the query string instead of the header,
+// and a key with every scope but the route's. Each answers 401 or 403 and
+// nothing is written or sent; then a key with exactly the route's scope gets
+// past the check.
+func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		dev := obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM), "session": "s_1"}
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, dev).want(t, http.StatusOK)
+		fcmTok := e.token(oncepush.TransportFCM)
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": fcmTok, "session": "s_1"}).want(t, http.StatusOK)
+		sent := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
+		e.drain()
+
+		// A request per route that would do its work if it were allowed.
+		requests := map[string]any{
+			"POST /v1/notifications":                     obj{"recipients": []string{"u_1"}, "title": "Hello again"},
+			"GET /v1/notifications/{id}":                 nil,
+			"GET /v1/notifications/{id}/deliveries":      nil,
+			"GET /v1/recipients/{recipient}/deliveries":  nil,
+			"PUT /v1/recipients/{recipient}/devices":     obj{"transport": "apns", "token": e.token(oncepush.TransportAPNs)},
+			"GET /v1/recipients/{recipient}/devices":     nil,
+			"DELETE /v1/devices":                         obj{"transport": "fcm", "token": fcmTok},
+			"POST /v1/sessions/{session}/revoke":         nil,
+			"DELETE /v1/recipients/{recipient}":          nil,
+			"GET /v1/recipients/{recipient}/preferences": nil,
+			"PUT /v1/recipients/{recipient}/preferences": obj{"optOut": []string{"news"}},
+		}
+		fill := strings.NewReplacer("{id}", itoa(sent.ID), "{recipient}", "u_1", "{session}", "s_1")
 
 		revoked := e.key(apikey.ScopeAdmin)
-		id, _ := apikey.Parse(revoked)
-		if ok, err := e.ex.APIKeyRevoke(t.Context(), id.ID(), nil); err != nil || !ok {
+		if ok, err := e.ex.APIKeyRevoke(t.Context(), apikey.Key(revoked).ID(), nil); err != nil || !ok {
 			t.Fatalf("APIKeyRevoke: %v %v", ok, err)
 		}
 		unknown, err := apikey.New()
@@ -43,78 +55,100 @@ func TestUnauthenticatedRequestsWriteNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.secret(string(unknown))
+		last := len(e.admin) - 1
+		unauthenticated := []struct{ name, header string }{
+			{"no key", ""},
+			{"Basic scheme", "Basic " + e.admin},
+			{"Token scheme", "Token " + e.admin},
+			{"the key alone", e.admin},
+			{"Bearer and nothing", "Bearer "},
+			{"two spaces", "Bearer  " + e.admin},
+			{"the key and more", "Bearer " + e.admin + " x"},
+			{"the key twice", "Bearer " + e.admin + "," + e.admin},
+			{"malformed", "Bearer opk_nothex12_short"},
+			{"altered secret", "Bearer " + e.admin[:last] + flip(e.admin[last])},
+			{"unknown", "Bearer " + string(unknown)},
+			{"revoked", "Bearer " + revoked},
+		}
+		scoped := map[string]string{}
+		for _, sc := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead} {
+			var others []string
+			for _, o := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead} {
+				if o != sc {
+					others = append(others, o)
+				}
+			}
+			scoped[sc] = e.key(others...) // every scope but sc (and admin)
+		}
 
 		before := e.rows()
-		for _, cred := range []struct{ name, header string }{
-			{"no key", ""},
-			{"another scheme", "Basic " + e.admin},
-			{"no key after Bearer", "Bearer "},
-			{"malformed key", "Bearer opk_nothex12_short"},
-			{"key with a changed secret", "Bearer " + e.admin[:len(e.admin)-1] + flip(e.admin[len(e.admin)-1])},
-			{"unknown key", "Bearer " + string(unknown)},
-			{"revoked key", "Bearer " + revoked},
-		} {
-			for _, w := range writes(e, dev["token"].(string)) {
-				r := e.do(w.method, w.path, "", w.body, "Authorization", cred.header)
+		submitted := e.submissions()
+		var guarded []string
+		for _, rt := range e.routes {
+			name := rt.Method + " " + rt.Path
+			if rt.Scope == "" {
+				if !slices.Contains(openRoutes, name) {
+					t.Errorf("%s asks for no key; only %v may", name, openRoutes)
+				}
+				continue
+			}
+			body, ok := requests[name]
+			if !ok {
+				t.Errorf("%s: no request for this route here; add one", name)
+				continue
+			}
+			guarded = append(guarded, name)
+			path := fill.Replace(rt.Path)
+			for _, c := range unauthenticated {
+				r := e.do(rt.Method, path, "", body, "Authorization", c.header)
 				if r.status != http.StatusUnauthorized {
-					t.Errorf("%s: %s %s: status %d, want 401: %s", cred.name, w.method, w.path, r.status, r.body)
+					t.Errorf("%s, %s: status %d, want 401: %s", name, c.name, r.status, r.body)
 					continue
 				}
 				r.wantProblem(t, http.StatusUnauthorized, "unauthorized", "")
+				if r.header.Get("WWW-Authenticate") == "" {
+					t.Errorf("%s, %s: a 401 without WWW-Authenticate", name, c.name)
+				}
 			}
-			r := e.do("GET", "/v1/recipients/u_1/devices", "", nil, "Authorization", cred.header)
-			r.wantProblem(t, http.StatusUnauthorized, "unauthorized", "")
-		}
-		e.unchanged(t, before, "unauthenticated requests")
-		e.drain()
-		if n := e.submissions(); n != 0 {
-			t.Errorf("the providers received %d submissions", n)
-		}
-		// The bearer scheme is case-insensitive (RFC 9110).
-		e.do("GET", "/v1/recipients/u_1/devices", "", nil, "Authorization", "bearer "+e.admin).want(t, http.StatusOK)
-	})
-}
-
-func TestScopes(t *testing.T) {
-	t.Parallel()
-	each(t, envOptions{}, func(t *testing.T, e *env) {
-		dev := obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM), "session": "s_1"}
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, dev).want(t, http.StatusOK)
-		keys := map[string]string{
-			apikey.ScopeSend:    e.key(apikey.ScopeSend),
-			apikey.ScopeDevices: e.key(apikey.ScopeDevices),
-			apikey.ScopeRead:    e.key(apikey.ScopeRead),
-		}
-		before := e.rows()
-		// Every write, with every key that lacks its scope.
-		need := []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeDevices, apikey.ScopeDevices, apikey.ScopeDevices, apikey.ScopeDevices}
-		for i, w := range writes(e, dev["token"].(string)) {
-			for scope, key := range keys {
-				if scope == need[i] {
-					continue
+			// Keys are read from the header only: not from the query, nor
+			// from a cookie.
+			for _, q := range []string{"access_token", "api_key", "key", "token"} {
+				r := e.do(rt.Method, path+"?"+q+"="+url.QueryEscape(e.admin), "", body)
+				if r.status != http.StatusUnauthorized {
+					t.Errorf("%s with the key in ?%s: status %d, want 401", name, q, r.status)
 				}
-				r := e.do(w.method, w.path, key, w.body)
-				if r.status != http.StatusForbidden {
-					t.Errorf("%s key: %s %s: status %d, want 403: %s", scope, w.method, w.path, r.status, r.body)
-					continue
-				}
+			}
+			r := e.do(rt.Method, path, "", body, "Cookie", "oncepush_key="+e.admin)
+			if r.status != http.StatusUnauthorized {
+				t.Errorf("%s with the key in a cookie: status %d, want 401", name, r.status)
+			}
+			r = e.do(rt.Method, path, scoped[rt.Scope], body)
+			if r.status != http.StatusForbidden {
+				t.Errorf("%s with every scope but %s: status %d, want 403: %s", name, rt.Scope, r.status, r.body)
+			} else {
 				r.wantProblem(t, http.StatusForbidden, "forbidden", "")
 			}
 		}
-		// Reads need the read scope.
-		for _, path := range []string{"/v1/notifications/1", "/v1/notifications/1/deliveries", "/v1/recipients/u_1/deliveries", "/v1/recipients/u_1/devices", "/v1/recipients/u_1/preferences"} {
-			for _, scope := range []string{apikey.ScopeSend, apikey.ScopeDevices} {
-				e.do("GET", path, keys[scope], nil).wantProblem(t, http.StatusForbidden, "forbidden", "")
+		if len(guarded) != len(requests) {
+			t.Errorf("the table guards %d routes, this test has requests for %d: %v", len(guarded), len(requests), guarded)
+		}
+		e.drain()
+		e.unchanged(t, before, "requests refused by their key")
+		if n := e.submissions(); n != submitted {
+			t.Errorf("refused requests made %d submissions", n-submitted)
+		}
+
+		// A key with exactly the route's scope is let through.
+		for _, rt := range e.routes {
+			if rt.Scope == "" {
+				continue
+			}
+			name := rt.Method + " " + rt.Path
+			r := e.do(rt.Method, fill.Replace(rt.Path), e.key(rt.Scope), requests[name])
+			if r.status == http.StatusUnauthorized || r.status == http.StatusForbidden {
+				t.Errorf("%s with a %s key: status %d: %s", name, rt.Scope, r.status, r.body)
 			}
 		}
-		e.unchanged(t, before, "requests without the scope")
-
-		// Each key can do what its scope allows.
-		a := e.send(keys[apikey.ScopeSend], obj{"recipients": []string{"u_1"}, "title": "Hello"})
-		e.do("GET", "/v1/recipients/u_1/devices", keys[apikey.ScopeRead], nil).want(t, http.StatusOK)
-		e.do("GET", "/v1/notifications/"+itoa(a.ID), keys[apikey.ScopeRead], nil).want(t, http.StatusOK)
-		e.do("PUT", "/v1/recipients/u_1/preferences", keys[apikey.ScopeDevices], obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
-		e.do("POST", "/v1/sessions/s_1/revoke", keys[apikey.ScopeDevices], nil).want(t, http.StatusNoContent)
 	})
 }
 

@@ -108,9 +108,13 @@ type env struct {
 	// address, schema or file) that no answer may repeat.
 	dbWords []string
 	count   func(table string) int
+	// text runs a query that answers one text value.
+	text func(query string) string
 
 	// admin is a key with every scope.
 	admin string
+	// routes is the server's route table.
+	routes []server.Route
 
 	logs    *syncBuffer
 	mu      sync.Mutex
@@ -152,6 +156,7 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 		e.outage = e.closeDB
 		e.dbWords = []string{filepath.Base(filepath.Dir(path)), "oncepush.db"}
 		e.count = countWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
+		e.text = textWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
 		build(e, drv, o)
 	case "postgres":
 		out := outagePool(t, testdb.Schema(t))
@@ -161,6 +166,7 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 		cc := pool.Config().ConnConfig
 		e.dbWords = []string{cc.User, cc.Database, cc.Host, strconv.Itoa(int(cc.Port)), cc.RuntimeParams["search_path"]}
 		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
+		e.text = textWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
 		build(e, postgres.New(pool), o)
 	default:
 		t.Fatalf("unknown database %q", db)
@@ -176,6 +182,20 @@ func countWith[R interface{ Scan(...any) error }](t *testing.T, query func(strin
 			t.Fatalf("count %s: %v", table, err)
 		}
 		return n
+	}
+}
+
+func textWith[R interface{ Scan(...any) error }](t *testing.T, query func(string) R) func(string) string {
+	return func(q string) string {
+		t.Helper()
+		var s *string
+		if err := query(q).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if s == nil {
+			return ""
+		}
+		return *s
 	}
 }
 
@@ -211,6 +231,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
+	e.routes = server.RoutesOf(srv)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	ops := httptest.NewServer(srv.OperationsHandler())

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // badRequest is a request the server must refuse, naming the field at fault.
@@ -194,6 +196,41 @@ func TestOversizeBodyIsRefused(t *testing.T) {
 		e.do("POST", "/v1/notifications", e.admin, body).want(t, http.StatusAccepted)
 		body["title"] = strings.Repeat("t", 1100)
 		e.do("POST", "/v1/notifications", e.admin, body).wantProblem(t, http.StatusRequestEntityTooLarge, "body_too_large", "")
+	})
+}
+
+// TestCostlyBodiesAreRefusedCheaply: bodies within the size limit that cost
+// more to read than their size — brackets nested deeper than anything the API
+// takes, a long array under a long name — answer 400 at once, however
+// they are arranged, and write nothing.
+func TestCostlyBodiesAreRefusedCheaply(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		const n = 100000
+		for _, tc := range []struct {
+			name, method, path, body string
+			code, field              string
+		}{
+			{"nested arrays as the body", "POST", "/v1/notifications", strings.Repeat("[", n) + strings.Repeat("]", n), "invalid_json", strings.Repeat("[0]", strictjson.MaxDepth)},
+			{"nested arrays in data", "POST", "/v1/notifications",
+				`{"recipients": ["u_1"], "title": "a", "data": {"x": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`, "invalid_json", "data.x" + strings.Repeat("[0]", strictjson.MaxDepth-2)},
+			{"nested objects in a token", "PUT", "/v1/recipients/u_1/devices",
+				`{"transport": "webpush", "token": ` + strings.Repeat(`{"a": `, n) + `1` + strings.Repeat("}", n) + `}`, "invalid_json", "token" + strings.Repeat(".a", strictjson.MaxDepth-1)},
+			{"a long array under a long name", "POST", "/v1/notifications",
+				`{"recipients": ["u_1"], "title": "a", "data": {"` + strings.Repeat("n", 100000) + `": [` + strings.Repeat("0,", n) + `0]}}`, "invalid_field", "data"},
+		} {
+			before := e.rows()
+			start := time.Now()
+			r := e.do(tc.method, tc.path, e.admin, tc.body)
+			// Generous for the race detector on a busy machine; the old
+			// parser took minutes (and gigabytes) on the nested ones.
+			// strictjson's TestParseCostIsLinear bounds the cost exactly.
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("%s: %d bytes took %s to refuse", tc.name, len(tc.body), took)
+			}
+			r.wantProblem(t, http.StatusBadRequest, tc.code, tc.field)
+			e.unchanged(t, before, tc.name)
+		}
 	})
 }
 

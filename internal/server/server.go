@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,8 @@ type Server[TTx any] struct {
 	drv    driver.Driver[TTx]
 	mux    *http.ServeMux
 	keys   keyCache
+	// served is the route table the mux was built from.
+	served []route
 	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
 	separate   bool
 	backlogMax int
@@ -156,53 +159,68 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 // becomes a problem+json answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (s *Server[TTx]) routes() {
-	s.handle("POST /v1/notifications", apikey.ScopeSend, s.postNotification)
-	s.handle("GET /v1/notifications/{id}", apikey.ScopeRead, s.getNotification)
-	s.handle("GET /v1/notifications/{id}/deliveries", apikey.ScopeRead, s.listNotificationDeliveries)
-	s.handle("GET /v1/recipients/{recipient}/deliveries", apikey.ScopeRead, s.listRecipientDeliveries)
-	s.handle("PUT /v1/recipients/{recipient}/devices", apikey.ScopeDevices, s.putDevice)
-	s.handle("GET /v1/recipients/{recipient}/devices", apikey.ScopeRead, s.listDevices)
-	s.handle("DELETE /v1/devices", apikey.ScopeDevices, s.deleteDevice)
-	s.handle("POST /v1/sessions/{session}/revoke", apikey.ScopeDevices, s.revokeSession)
-	s.handle("DELETE /v1/recipients/{recipient}", apikey.ScopeDevices, s.deleteRecipient)
-	s.handle("GET /v1/recipients/{recipient}/preferences", apikey.ScopeRead, s.getPreferences)
-	s.handle("PUT /v1/recipients/{recipient}/preferences", apikey.ScopeDevices, s.putPreferences)
+// route is one operation the server answers: every path it serves is
+// registered from its table (routes), so that the table is the whole of the
+// API and tests can walk it.
+type route struct {
+	method, path string
+	// scope is what a key needs; "" means no key is asked for.
+	scope string
+	h     handlerFunc
+	// raw, when set, serves the route instead of h, without the API's
+	// wrapper: /metrics, whose own requests are not counted.
+	raw http.Handler
+}
 
-	s.handle("GET /healthz", "", s.healthz)
-	s.handle("GET /readyz", "", s.readyz)
-	s.handle("GET /openapi.json", "", func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(api.OpenAPI)
-		return err
-	})
-	onAPI := s.metrics != nil && !s.separate
-	if onAPI {
-		s.mux.Handle("GET /metrics", s.metrics.Handler())
+// table lists the server's routes.
+func (s *Server[TTx]) table() []route {
+	rs := []route{
+		{method: "POST", path: "/v1/notifications", scope: apikey.ScopeSend, h: s.postNotification},
+		{method: "GET", path: "/v1/notifications/{id}", scope: apikey.ScopeRead, h: s.getNotification},
+		{method: "GET", path: "/v1/notifications/{id}/deliveries", scope: apikey.ScopeRead, h: s.listNotificationDeliveries},
+		{method: "GET", path: "/v1/recipients/{recipient}/deliveries", scope: apikey.ScopeRead, h: s.listRecipientDeliveries},
+		{method: "PUT", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeDevices, h: s.putDevice},
+		{method: "GET", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeRead, h: s.listDevices},
+		{method: "DELETE", path: "/v1/devices", scope: apikey.ScopeDevices, h: s.deleteDevice},
+		{method: "POST", path: "/v1/sessions/{session}/revoke", scope: apikey.ScopeDevices, h: s.revokeSession},
+		{method: "DELETE", path: "/v1/recipients/{recipient}", scope: apikey.ScopeDevices, h: s.deleteRecipient},
+		{method: "GET", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeRead, h: s.getPreferences},
+		{method: "PUT", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeDevices, h: s.putPreferences},
+
+		{method: "GET", path: "/healthz", h: s.healthz},
+		{method: "GET", path: "/readyz", h: s.readyz},
+		{method: "GET", path: "/openapi.json", h: func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", "application/json")
+			_, err := w.Write(api.OpenAPI)
+			return err
+		}},
+	}
+	if s.metrics != nil && !s.separate {
+		rs = append(rs, route{method: "GET", path: "/metrics", raw: s.metrics.Handler()})
+	}
+	return rs
+}
+
+func (s *Server[TTx]) routes() {
+	s.served = s.table()
+	allow := map[string][]string{}
+	for _, rt := range s.served {
+		pattern := rt.method + " " + rt.path
+		if rt.raw != nil {
+			s.mux.Handle(pattern, rt.raw)
+		} else {
+			s.handle(pattern, rt.scope, rt.h)
+		}
+		allow[rt.path] = append(allow[rt.path], rt.method)
 	}
 	// Paths the API knows, with a method it does not serve: 405 with Allow.
-	for path, allow := range map[string]string{
-		"/v1/notifications":                      "POST",
-		"/v1/notifications/{id}":                 "GET",
-		"/v1/notifications/{id}/deliveries":      "GET",
-		"/v1/recipients/{recipient}/deliveries":  "GET",
-		"/v1/recipients/{recipient}/devices":     "GET, PUT",
-		"/v1/devices":                            "DELETE",
-		"/v1/sessions/{session}/revoke":          "POST",
-		"/v1/recipients/{recipient}":             "DELETE",
-		"/v1/recipients/{recipient}/preferences": "GET, PUT",
-		"/healthz":                               "GET",
-		"/readyz":                                "GET",
-		"/metrics":                               "GET",
-		"/openapi.json":                          "GET",
-	} {
-		if path == "/metrics" && !onAPI {
-			continue // not served here: 404
-		}
+	for path, methods := range allow {
+		slices.Sort(methods)
+		allowed := strings.Join(methods, ", ")
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
+			w.Header().Set("Allow", allowed)
 			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
-				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allow)))
+				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allowed)))
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -71,11 +71,18 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (at byte %d)", e.Path, e.Reason, e.Offset)
 }
 
-// Parse reads exactly one JSON value from b.
+// MaxDepth is how deeply arrays and objects may nest. Nothing oncepush
+// reads needs more than a few levels (a request's data is at most 4096 bytes
+// encoded); a document of nothing but brackets would otherwise cost a
+// recursion per byte.
+const MaxDepth = 64
+
+// Parse reads exactly one JSON value from b. Its cost is linear in len(b):
+// paths are put together only for an error.
 func Parse(b []byte) (*Value, error) {
 	p := &parser{raw: b, dec: json.NewDecoder(bytes.NewReader(b))}
 	p.dec.UseNumber()
-	v, err := p.value("")
+	v, err := p.value()
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +96,36 @@ func Parse(b []byte) (*Value, error) {
 type parser struct {
 	raw []byte
 	dec *json.Decoder
+	// at is where the parser is: a step per enclosing member or element,
+	// turned into a path only when an error names one.
+	at []step
+	// depth counts the arrays and objects open around the parser.
+	depth int
+}
+
+// step is a member's name, or an element's index (isIndex).
+type step struct {
+	name    string
+	index   int
+	isIndex bool
+}
+
+// path is the parser's position as Join and Index spell it.
+func (p *parser) path() string {
+	path := ""
+	for _, s := range p.at {
+		if s.isIndex {
+			path = Index(path, s.index)
+		} else {
+			path = Join(path, s.name)
+		}
+	}
+	return path
 }
 
 // token reads the next token; a string's raw bytes are checked for what the
 // decoder would replace silently.
-func (p *parser) token(path string) (json.Token, error) {
+func (p *parser) token() (json.Token, error) {
 	start := p.dec.InputOffset()
 	tok, err := p.dec.Token()
 	if err != nil {
@@ -101,7 +133,7 @@ func (p *parser) token(path string) (json.Token, error) {
 	}
 	if _, ok := tok.(string); ok {
 		if reason := checkString(p.raw[start:p.dec.InputOffset()]); reason != "" {
-			return nil, &Error{Path: path, Reason: reason, Offset: start}
+			return nil, &Error{Path: p.path(), Reason: reason, Offset: start}
 		}
 	}
 	return tok, nil
@@ -120,8 +152,8 @@ func (p *parser) syntax(err error, at int64) error {
 	return &Error{Reason: err.Error(), Offset: at}
 }
 
-func (p *parser) value(path string) (*Value, error) {
-	tok, err := p.token(path)
+func (p *parser) value() (*Value, error) {
+	tok, err := p.token()
 	if err != nil {
 		return nil, err
 	}
@@ -135,51 +167,58 @@ func (p *parser) value(path string) (*Value, error) {
 	case string:
 		return &Value{Kind: String, Text: t}, nil
 	case json.Delim:
-		if t == '{' {
-			return p.object(path)
+		if p.depth++; p.depth > MaxDepth {
+			return nil, &Error{Path: p.path(), Reason: fmt.Sprintf("nests arrays and objects more than %d deep", MaxDepth), Offset: p.dec.InputOffset() - 1}
 		}
-		return p.array(path)
+		defer func() { p.depth-- }()
+		if t == '{' {
+			return p.object()
+		}
+		return p.array()
 	}
-	return nil, &Error{Path: path, Reason: fmt.Sprintf("unexpected token %v", tok), Offset: p.dec.InputOffset()}
+	return nil, &Error{Path: p.path(), Reason: fmt.Sprintf("unexpected token %v", tok), Offset: p.dec.InputOffset()}
 }
 
-func (p *parser) object(path string) (*Value, error) {
+func (p *parser) object() (*Value, error) {
 	v := &Value{Kind: Object}
 	seen := map[string]bool{}
 	for p.dec.More() {
 		at := p.dec.InputOffset()
-		tok, err := p.token(path)
+		tok, err := p.token()
 		if err != nil {
 			return nil, err
 		}
 		name, _ := tok.(string)
-		child := Join(path, name)
+		p.at = append(p.at, step{name: name})
 		if seen[name] {
-			return nil, &Error{Path: child, Reason: "appears twice in the object", Offset: at}
+			return nil, &Error{Path: p.path(), Reason: "appears twice in the object", Offset: at}
 		}
 		seen[name] = true
-		m, err := p.value(child)
+		m, err := p.value()
 		if err != nil {
 			return nil, err
 		}
+		p.at = p.at[:len(p.at)-1]
 		v.Members = append(v.Members, Member{Name: name, Value: m})
 	}
-	if _, err := p.token(path); err != nil { // '}'
+	if _, err := p.token(); err != nil { // '}'
 		return nil, err
 	}
 	return v, nil
 }
 
-func (p *parser) array(path string) (*Value, error) {
+func (p *parser) array() (*Value, error) {
 	v := &Value{Kind: Array}
 	for p.dec.More() {
-		e, err := p.value(Index(path, len(v.Elems)))
+		p.at = append(p.at, step{index: len(v.Elems), isIndex: true})
+		e, err := p.value()
 		if err != nil {
 			return nil, err
 		}
+		p.at = p.at[:len(p.at)-1]
 		v.Elems = append(v.Elems, e)
 	}
-	if _, err := p.token(path); err != nil { // ']'
+	if _, err := p.token(); err != nil { // ']'
 		return nil, err
 	}
 	return v, nil

@@ -2,6 +2,8 @@ package strictjson
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +58,50 @@ func TestParseKeepsWhatIsValid(t *testing.T) {
 	}
 	if arr := v.Members[3].Value; len(arr.Elems) != 2 || arr.Elems[0].Text != "true" || arr.Elems[1].Kind != Object {
 		t.Errorf("array parsed as %+v", arr)
+	}
+}
+
+func TestParseRefusesDeepNesting(t *testing.T) {
+	t.Parallel()
+	deep := func(n int) []byte {
+		return []byte(`{"data": ` + strings.Repeat(`{"k": [`, n) + `1` + strings.Repeat(`]}`, n) + `}`)
+	}
+	// MaxDepth containers, counting the outer object: accepted.
+	if _, err := Parse(deep((MaxDepth - 1) / 2)); err != nil {
+		t.Errorf("%d levels: %v", MaxDepth-1, err)
+	}
+	_, err := Parse(deep(MaxDepth))
+	var e *Error
+	if !errors.As(err, &e) || !strings.HasPrefix(e.Path, "data.k[0].k[0]") || !strings.Contains(e.Reason, "deep") {
+		t.Errorf("%d levels: %v, want an error naming the path where it is too deep", 2*MaxDepth+1, err)
+	}
+	// A document of brackets only, as a request body can be.
+	if _, err := Parse([]byte(strings.Repeat("[", 20000) + strings.Repeat("]", 20000))); !errors.As(err, &e) {
+		t.Errorf("20,000 nested arrays: %v, want an error", err)
+	}
+}
+
+// TestParseCostIsLinear: what Parse allocates grows with the document, not
+// with its square. Paths used to be built for every value, so an array of
+// n elements under a member named with m bytes cost n·m bytes (a 300 kB
+// body allocated 10 GB). Not parallel: it reads the process's allocation
+// counter.
+func TestParseCostIsLinear(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"long name, many elements", []byte(`{"` + strings.Repeat("n", 50000) + `": [` + strings.Repeat("0,", 50000) + `0]}`)},
+		{"long names, nested", []byte(strings.Repeat(`{"`+strings.Repeat("n", 2000)+`": `, MaxDepth-1) + `0` + strings.Repeat("}", MaxDepth-1))},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := Parse(tc.doc); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		runtime.ReadMemStats(&after)
+		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(len(tc.doc))*1000; got > limit {
+			t.Errorf("%s: parsing %d bytes allocated %d MB, over %d MB", tc.name, len(tc.doc), got>>20, limit>>20)
+		}
 	}
 }

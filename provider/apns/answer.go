@@ -29,6 +29,7 @@ func (p *Provider) classify(resp *httpsend.Response, sentID string, s *oncepush.
 	}
 	var e apnsError
 	_ = json.Unmarshal(resp.Body, &e) // a body that is not APNs JSON still has a status
+	e.Reason = httpsend.Printable(e.Reason)
 	res.Text = answerText(resp.Status, e, resp.Body)
 	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())
 

@@ -87,7 +87,8 @@ type Config struct {
 	KeyID string
 	// TeamID is the 10-character developer team id; it is the JWT's "iss".
 	TeamID string
-	// Topic is the app's bundle id, sent as apns-topic.
+	// Topic is the app's bundle id (letters, digits, hyphens and periods), sent
+	// as apns-topic.
 	Topic string
 	// Environment is EnvironmentProduction (default) or EnvironmentSandbox.
 	// Development builds of an app have sandbox tokens, which production
@@ -191,6 +192,10 @@ func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Topic) == "" {
 		return nil, configError("Topic", "must not be empty: set it to the app's bundle id")
 	}
+	if !bundleID(cfg.Topic) {
+		// It is sent as the apns-topic header.
+		return nil, configError("Topic", "holds characters a bundle id cannot (letters, digits, hyphens and periods; \".voip\" and other suffixes included)")
+	}
 	env := cmp.Or(cfg.Environment, EnvironmentDefault)
 	var host string
 	switch env {
@@ -246,7 +251,7 @@ func New(cfg Config) (*Provider, error) {
 		pushType:  pushType,
 		priority:  priority,
 		env:       env,
-		client:    &http.Client{Transport: transport},
+		client:    httpsend.NewClient(transport, 0),
 		transport: transport,
 		clock:     clock,
 		log:       logger,
@@ -266,8 +271,13 @@ func (p *Provider) Close() error {
 }
 
 // Send implements oncepush.Provider: one POST to /3/device/<token>, and one
-// more if APNs answers that the provider JWT expired.
+// more if APNs answers that the provider JWT expired. What APNs says comes
+// back without the device token or a JWT in it (httpsend.Redact).
 func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	return httpsend.RedactResult(p.send(ctx, s), string(s.Device.Token), strings.ToLower(string(s.Device.Token)))
+}
+
+func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
 	token := strings.ToLower(string(s.Device.Token))
 	if !isHex(token) {
 		// Registration only accepts hexadecimal tokens, so this one can
@@ -276,6 +286,14 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	}
 	if len(s.CollapseID) > MaxCollapseIDBytes {
 		return rejected("apns-collapse-id is %d bytes; APNs allows %d", len(s.CollapseID), MaxCollapseIDBytes)
+	}
+	// Both travel as headers: net/http would refuse a control character
+	// only once the send had started, as a failure to retry.
+	if !headerSafe(s.CollapseID) {
+		return rejected("apns-collapse-id holds a character other than printable ASCII")
+	}
+	if !headerSafe(s.SubmissionID) {
+		return rejected("apns-id holds a character other than printable ASCII")
 	}
 	body, err := p.payload(s)
 	if err != nil {
@@ -325,7 +343,7 @@ func (p *Provider) post(ctx context.Context, token string, s *oncepush.Submissio
 		h.Set("apns-id", apnsID)
 	}
 	h.Set("content-type", "application/json")
-	resp, failed := httpsend.Do(p.client, req)
+	resp, failed := httpsend.Do(p.client, req, token)
 	if resp == nil {
 		return failed, false
 	}
@@ -349,6 +367,29 @@ func checkAppleID(field, v, what string) error {
 		}
 	}
 	return nil
+}
+
+// headerSafe reports whether s is printable ASCII, which any header value
+// may hold.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// bundleID reports whether s can be an app's bundle id (and so an
+// apns-topic): letters, digits, hyphens and periods.
+func bundleID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(s string) bool {

@@ -146,7 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		sendURL:   base + "/v1/projects/" + url.PathEscape(acct.ProjectID) + "/messages:send",
 		webOrigin: origin,
 		// No Timeout: the engine's context bounds each send.
-		client: &http.Client{Transport: transport},
+		client: httpsend.NewClient(transport, 0),
 		tokens: &tokenCache{
 			conf: &jwt.Config{
 				Email:        acct.ClientEmail,
@@ -157,7 +157,7 @@ func New(cfg Config) (*Provider, error) {
 			},
 			// The fetch is shared by many sends and cancelled by none of them,
 			// so it is bounded on its own.
-			client: &http.Client{Transport: transport, Timeout: tokenFetchTimeout},
+			client: httpsend.NewClient(transport, tokenFetchTimeout),
 			clock:  clock,
 			log:    log,
 		},
@@ -175,45 +175,53 @@ func (p *Provider) ProjectID() string { return p.projectID }
 
 // Send implements oncepush.Provider. A 401 without an FcmError detail means
 // FCM refused our access token (expired early, revoked): the token is dropped
-// and the message sent once more with a fresh one.
+// and the message sent once more with a fresh one. What FCM says comes back
+// without the device token or the access token in it (httpsend.Redact).
 func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	res, token := p.send(ctx, s)
+	return httpsend.RedactResult(res, string(s.Device.Token), token)
+}
+
+// send sends s and returns the result and the access token it was last sent
+// with.
+func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.Result, string) {
 	body, res := p.buildMessage(s)
 	if res.Outcome != 0 {
-		return res
+		return res, ""
 	}
 	for refreshed := false; ; refreshed = true {
 		token, res := p.tokens.get(ctx)
 		if res.Outcome != 0 {
-			return res
+			return res, ""
 		}
-		resp, res := p.post(ctx, token, body)
+		resp, res := p.post(ctx, token, body, s.Device.Token)
 		if resp == nil {
-			return res
+			return res, token
 		}
 		if resp.Status >= 200 && resp.Status < 300 {
 			var ok struct {
 				Name string `json:"name"`
 			}
 			_ = json.Unmarshal(resp.Body, &ok)
-			return oncepush.Accepted(ok.Name)
+			return oncepush.Accepted(ok.Name), token
 		}
 		a := readAnswer(resp)
 		if resp.Status == http.StatusUnauthorized && a.errorCode == "" && !refreshed {
 			p.tokens.drop(token)
 			continue
 		}
-		return p.classify(s, resp, a)
+		return p.classify(s, resp, a), token
 	}
 }
 
-func (p *Provider) post(ctx context.Context, token string, body []byte) (*httpsend.Response, oncepush.Result) {
+func (p *Provider) post(ctx context.Context, token string, body []byte, device oncepush.Token) (*httpsend.Response, oncepush.Result) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")
-	return httpsend.Do(p.client, req)
+	return httpsend.Do(p.client, req, string(device))
 }
 
 func checkBaseURL(raw string) (string, error) {

@@ -122,6 +122,9 @@ func (c *tokenCache) request() (*oauth2.Token, oncepush.Result) {
 	} else if snip := httpsend.Snippet(re.Body); snip != "" {
 		text += ": " + snip
 	}
+	// The token endpoint's words could repeat the signed assertion; the JWT
+	// shape is redacted.
+	text = httpsend.Redact(text)
 	if status == http.StatusTooManyRequests || status >= 500 {
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
 			RetryAfter: httpsend.RetryAfter(re.Response.Header.Get("Retry-After"), time.Now())}

@@ -140,7 +140,7 @@ func New(cfg Config) (*Provider, error) {
 		channelID:   cfg.ChannelID,
 		clickAction: cfg.ClickAction,
 		// No Timeout: the engine's context bounds each send.
-		client: &http.Client{Transport: httpsend.NewTransport(cfg.TLSConfig, nil)},
+		client: httpsend.NewClient(httpsend.NewTransport(cfg.TLSConfig, nil), 0),
 		clock:  clock,
 		log:    log,
 	}, nil
@@ -149,8 +149,13 @@ func New(cfg Config) (*Provider, error) {
 // Transport implements oncepush.Provider.
 func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportRuStore }
 
-// Send implements oncepush.Provider.
+// Send implements oncepush.Provider. What RuStore says comes back without the
+// device token or the service token in it (httpsend.Redact).
 func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	return httpsend.RedactResult(p.send(ctx, s), string(s.Device.Token), string(p.auth))
+}
+
+func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
 	body, res := p.buildMessage(s)
 	if res.Outcome != 0 {
 		return res
@@ -161,7 +166,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	}
 	req.Header.Set("Authorization", "Bearer "+string(p.auth))
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")
-	resp, res := httpsend.Do(p.client, req)
+	resp, res := httpsend.Do(p.client, req, string(s.Device.Token))
 	if resp == nil {
 		return res
 	}
@@ -278,7 +283,7 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) onc
 	var e apiError
 	status, message := "", ""
 	if json.Unmarshal(resp.Body, &e) == nil && (e.Error.Status != "" || e.Error.Message != "") {
-		status, message = e.Error.Status, e.Error.Message
+		status, message = httpsend.Printable(e.Error.Status), httpsend.Printable(e.Error.Message)
 	} else {
 		message = httpsend.Snippet(resp.Body)
 	}

@@ -139,3 +139,37 @@ func TestValidateTokenExplicitOptIns(t *testing.T) {
 	// Loopback allowed is not every host allowed.
 	checkRefusal(t, loopback, "https://127.0.0.2/push/abcdefgh", false)
 }
+
+// TestValidateTokenURLTricks: the spellings of a URL that parsers disagree
+// on, or that hide one host behind another, are refused unless the host
+// Go's parser (and so the dialler) sees is on the allow-list.
+func TestValidateTokenURLTricks(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, webpush.Config{})
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"https://fcm.googleapis.com@127.0.0.1/fcm/send/abcdefgh", false},        // user info
+		{"https://fcm.googleapis.com:443@evil.example/fcm/send/abcdefgh", false}, // user info with a "port"
+		{`https://evil.example\@fcm.googleapis.com/fcm/send/abcdefgh`, false},    // a backslash browsers read as "/"
+		{"https://127.0.0.1#@fcm.googleapis.com/fcm/send/abcdefgh", false},       // the allowed host in the fragment
+		{"https://127.0.0.1?@fcm.googleapis.com/fcm/send/abcdefgh", false},       // … in the query
+		{"https://%31%32%37.0.0.1/fcm/send/abcdefgh", false},                     // percent-encoded digits
+		{"https://fcm.googleapis.com%2f.evil.example/fcm/send/abcdefgh", false},  // an encoded slash in the host
+		{"https://fcm.googlеapis.com/fcm/send/abcdefgh", false},                  // a Cyrillic "е"
+		{"https://xn--fcm-googleapis-com.evil.example/fcm/send/abcdefgh", false}, // punycode
+		{"https://[::ffff:7f00:1]/fcm/send/abcdefgh", false},                     // 127.0.0.1, mapped, in hex
+		{"https://[0:0:0:0:0:ffff:127.0.0.1]/fcm/send/abcdefgh", false},          // … written out
+		{"https://[::1%25eth0]/fcm/send/abcdefgh", false},                        // a zone
+		{"https://0/fcm/send/abcdefgh", false},                                   // inet_aton's 0.0.0.0
+		{"https:fcm.googleapis.com/fcm/send/abcdefgh", false},                    // opaque, no host
+		{"https:///fcm.googleapis.com/fcm/send/abcdefgh", false},                 // empty host
+		{" https://fcm.googleapis.com/fcm/send/abcdefgh", false},                 // leading space
+		{"https://fcm.googleapis.com\t/fcm/send/abcdefgh", false},                // a control character
+		{"https://fcm.googleapis.com./fcm/send/abcdefgh", true},                  // the root's dot: the same host
+		{"HTTPS://FCM.GOOGLEAPIS.COM/fcm/send/abcdefgh", true},                   // case
+	} {
+		checkRefusal(t, p, tc.endpoint, tc.ok)
+	}
+}

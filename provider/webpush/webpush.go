@@ -39,12 +39,14 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -190,12 +192,9 @@ func New(cfg Config) (*Provider, error) {
 	// A proxy would make the dialled address the proxy's, not the push
 	// service's, and the address check meaningless.
 	t.Proxy = nil
-	p.client = &http.Client{
-		Transport: t,
-		// A push service answers; it does not redirect. Following a redirect
-		// would send the message to a URL nobody allow-listed.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// A push service answers; it does not redirect. Following a redirect
+	// would send the message to a URL nobody allow-listed.
+	p.client = httpsend.NewClient(t, 0)
 	return p, nil
 }
 
@@ -265,8 +264,29 @@ func (p *Provider) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return c, err
 }
 
-// Send implements oncepush.Provider.
+// Send implements oncepush.Provider. What the push service says comes back
+// without the subscription (its endpoint and keys) or the VAPID JWT in it
+// (httpsend.Redact).
 func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	return httpsend.RedactResult(p.send(ctx, s), subscriptionSecrets(s.Device.Token)...)
+}
+
+// subscriptionSecrets are the parts of a subscription a push service's
+// answer could repeat: the whole token, the endpoint and its path (the
+// subscription's identity at the push service), and the keys.
+func subscriptionSecrets(token oncepush.Token) []string {
+	secrets := []string{string(token)}
+	if sub, err := oncepush.ParseWebPushSubscription(string(token)); err == nil {
+		secrets = append(secrets, sub.Endpoint,
+			base64.RawURLEncoding.EncodeToString(sub.P256dh), base64.RawURLEncoding.EncodeToString(sub.Auth))
+		if u, err := url.Parse(sub.Endpoint); err == nil {
+			secrets = append(secrets, u.EscapedPath(), u.Path)
+		}
+	}
+	return secrets
+}
+
+func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
 	sub, err := oncepush.ParseWebPushSubscription(string(s.Device.Token))
 	if err != nil {
 		// Registration refuses such tokens, so this one can never have worked.
@@ -314,7 +334,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 			slog.Int64("delivery_id", s.DeliveryID), slog.Int("length", len(s.CollapseID)))
 	}
 
-	resp, res := httpsend.Do(p.client, req)
+	resp, res := httpsend.Do(p.client, req, subscriptionSecrets(s.Device.Token)...)
 	if resp == nil {
 		if r := refused.Load(); r != nil {
 			return oncepush.Result{Outcome: oncepush.OutcomeRejected,

@@ -17,18 +17,24 @@
 package httpsend
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/oncepush/oncepush"
 )
@@ -74,6 +80,21 @@ func NewTransport(tlsConfig *tls.Config, dial func(ctx context.Context, network,
 	return t
 }
 
+// NewClient returns the HTTP client a provider sends with over t: without
+// a timeout of its own when timeout is 0 (the engine's context bounds each
+// send), and following no redirect. A provider answers; it does not send us
+// elsewhere. net/http would follow a 301, 302 or 303 with a GET to wherever
+// Location says — a host nobody configured, an internal address included —
+// so a 3xx is returned as the answer, which each provider classifies as a
+// rejection.
+func NewClient(t http.RoundTripper, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport:     t,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // Response is a provider's answer, read whole (up to MaxBody).
 type Response struct {
 	Status int
@@ -105,7 +126,16 @@ type Response struct {
 // the error (HTTP/2 returns from RoundTrip when the context ends without
 // waiting for the goroutine writing the request), and an error string proves
 // nothing.
-func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
+//
+// The answer is read with the send's secrets taken out (see Redact): the
+// device token and whatever else the provider passes as secrets, and the
+// credential of the request's Authorization header, wherever the body or a
+// header repeats them. A failure's text is redacted the same way.
+func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, oncepush.Result) {
+	if _, cred, ok := strings.Cut(req.Header.Get("Authorization"), " "); ok {
+		secrets = append(secrets, cred)
+	}
+	forms := secretForms(secrets)
 	req, res := withOnceBody(req)
 	if res.Outcome != 0 {
 		return nil, res
@@ -118,9 +148,9 @@ func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 		// is final.
 		sent.Close()
 		if !sent.handedOutAll() {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + cause(err)}
+			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: redact("request not sent: "+cause(err), forms)}
 		}
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + cause(err)}
+		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: redact("no answer after the request was written: "+cause(err), forms)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -128,9 +158,15 @@ func Do(client *http.Client, req *http.Request) (*Response, oncepush.Result) {
 		// The status line arrived, so the provider had the request; the rest of
 		// its answer was lost.
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent,
-			Text: fmt.Sprintf("answer %d cut off while reading: %v", resp.StatusCode, cause(err))}
+			Text: redact(fmt.Sprintf("answer %d cut off while reading: %v", resp.StatusCode, cause(err)), forms)}
 	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, oncepush.Result{}
+	header := resp.Header.Clone()
+	for _, vs := range header {
+		for i, v := range vs {
+			vs[i] = redact(v, forms)
+		}
+	}
+	return &Response{Status: resp.StatusCode, Header: header, Body: redactBytes(body, forms)}, oncepush.Result{}
 }
 
 // withOnceBody returns a copy of req whose body is a onceBody holding req's
@@ -274,12 +310,117 @@ func RetryAfter(h string, now time.Time) time.Duration {
 	return 0
 }
 
-// Snippet returns the start of a body for an error text: a provider's 502 may
-// be a whole HTML page.
+// Snippet returns the start of a body for an error text, printable (see
+// Printable): a provider's 502 may be a whole HTML page.
 func Snippet(b []byte) string {
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := Printable(strings.Join(strings.Fields(string(b)), " "))
 	if len(s) > 200 {
-		s = s[:200] + "…"
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// Redacted stands for a secret in a provider's words.
+const Redacted = "[redacted]"
+
+// minSecretLen is the shortest string treated as a secret: shorter ones
+// (an empty credential, a two-letter word) would redact ordinary text, and
+// no device token or credential is that short.
+const minSecretLen = 8
+
+// jwtShape matches a JSON Web Token (a provider JWT, VAPID's, an OAuth
+// assertion): two base64url segments that each begin with `{"` encoded,
+// and a signature.
+var jwtShape = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`)
+
+// Redact makes a provider's words fit for the ledger (which the API shows)
+// and the log, whatever the provider put in them:
+//
+//   - every secret — the send's device token, the credential it carried — is
+//     replaced by Redacted, as written and as JSON or a URL would escape it;
+//   - so is anything shaped like a JWT;
+//   - the text is made Printable.
+//
+// A provider has no reason to repeat either, but a misconfigured proxy, a
+// debugging echo or an error that quotes its request would: they are secrets
+// of the device's owner and of the operator.
+func Redact(text string, secrets ...string) string {
+	return redact(text, secretForms(secrets))
+}
+
+// RedactResult redacts a Result's Text and ProviderID (see Redact): what a
+// provider's Send returns, for the ledger.
+func RedactResult(res oncepush.Result, secrets ...string) oncepush.Result {
+	forms := secretForms(secrets)
+	res.Text = redact(res.Text, forms)
+	res.ProviderID = redact(res.ProviderID, forms)
+	return res
+}
+
+// Printable replaces what would act on a reader rather than be read: line
+// breaks and tabs (which would start a forged log line) become spaces;
+// other control characters (ANSI escape sequences, C1 controls such as
+// CSI), bidirectional formatting characters (which reorder what a reader
+// sees) and invalid UTF-8 become U+FFFD.
+func Printable(text string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029':
+			return ' '
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
+			return utf8.RuneError
+		}
+		return r
+	}, text)
+}
+
+func redact(text string, forms []string) string {
+	for _, f := range forms {
+		text = strings.ReplaceAll(text, f, Redacted)
+	}
+	return Printable(jwtShape.ReplaceAllString(text, Redacted))
+}
+
+// redactBytes takes the secrets out of an answer's body before anyone reads
+// it. Replacing text inside a JSON string with Redacted leaves the document
+// valid; what the body needs to be printable is done to the text read out of
+// it.
+func redactBytes(b []byte, forms []string) []byte {
+	for _, f := range forms {
+		b = bytes.ReplaceAll(b, []byte(f), []byte(Redacted))
+	}
+	return jwtShape.ReplaceAll(b, []byte(Redacted))
+}
+
+// secretForms lists each secret as written and as it would be escaped in a
+// URL or in JSON (with and without HTML escaping, with "/" escaped too), the
+// longest first so that a longer form is not broken up by a shorter one.
+func secretForms(secrets []string) []string {
+	var forms []string
+	add := func(f string) {
+		if len(f) >= minSecretLen && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	for _, s := range secrets {
+		add(s)
+		add(url.PathEscape(s))
+		add(url.QueryEscape(s))
+		for _, html := range []bool{false, true} {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(html)
+			if enc.Encode(s) == nil {
+				j := strings.TrimSuffix(strings.TrimSpace(b.String()), `"`)[1:]
+				add(j)
+				add(strings.ReplaceAll(j, "/", `\/`))
+			}
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return forms
 }

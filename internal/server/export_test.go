@@ -1,0 +1,17 @@
+package server
+
+// Route is a route of a server's table, as tests see it.
+type Route struct {
+	Method, Path string
+	// Scope is the scope a key needs; "" for a route that asks for no key.
+	Scope string
+}
+
+// RoutesOf returns the table s registered its handlers from.
+func RoutesOf[TTx any](s *Server[TTx]) []Route {
+	out := make([]Route, 0, len(s.served))
+	for _, r := range s.served {
+		out = append(out, Route{Method: r.method, Path: r.path, Scope: r.scope})
+	}
+	return out
+}
