@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/oncepush/oncepush/driver"
@@ -163,11 +164,14 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 const maxTextBytes = 1000
 
 // storableText makes text from code oncepush does not own (providers,
-// eligibility rules, panics) storable: valid UTF-8 (PostgreSQL refuses
-// anything else, and a refused write would fail the claim or the record)
-// without NUL bytes, at most maxTextBytes.
+// eligibility rules, panics) storable and safe to show: valid UTF-8
+// (PostgreSQL refuses anything else, and a refused write would fail the claim
+// or the record), no NUL bytes, no control or bidirectional-override
+// characters (a terminal or log viewer would obey them), at most
+// maxTextBytes.
 func storableText(s string) string {
 	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	s = strings.Map(printable, s)
 	if len(s) > maxTextBytes {
 		cut := maxTextBytes
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -176,6 +180,31 @@ func storableText(s string) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// printable maps a rune of foreign text to what the ledger keeps: white space
+// controls become a space, other controls and bidirectional overrides the
+// replacement character.
+func printable(r rune) rune {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return ' '
+	case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return '\uFFFD'
+	}
+	return r
+}
+
+// withoutToken masks the device's token (and a Web Push endpoint) in a
+// provider's text: a push service that echoes its request, or a provider's
+// panic, must not put a token into the ledger the API shows.
+func withoutToken(text string, p *pair) string {
+	for _, secret := range []string{string(p.dev.Token), p.tokenKey} {
+		if len(secret) >= 8 {
+			text = strings.ReplaceAll(text, secret, MaskToken(string(p.dev.Token)))
+		}
+	}
+	return text
 }
 
 // invalidKey is an invalid-token deletion, kept with its delivery so it is
@@ -216,7 +245,7 @@ func (c *clientCore) planRecord(b *batch) ([]driver.DeliveryUpdate, *attemptWrit
 					continue
 				}
 			}
-			text := storableText(r.Text)
+			text := storableText(withoutToken(r.Text, p))
 			if text == "" {
 				text = r.Outcome.String()
 			}

@@ -101,6 +101,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},
+		{"ForeignTextIsRedacted", testForeignTextIsRedacted[TTx]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

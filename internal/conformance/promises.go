@@ -510,3 +510,43 @@ func testStopNotHeldByDeadDatabase[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatal("Stop is still waiting a minute later for a record the dead database refuses")
 	}
 }
+
+// testForeignTextIsRedacted: whatever a provider (or its panic) says is
+// recorded without the device's token and without control characters: a push
+// service echoing its request, or a provider written elsewhere, must not put a
+// token into the ledger the API shows, nor escapes into the terminals that
+// read it.
+func testForeignTextIsRedacted[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	fcmDev := b.register("r1", oncepush.TransportFCM)[0]
+	apnsDev := b.register("r2", oncepush.TransportAPNs)[0]
+	b.fcm.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
+		return oncepush.Result{Outcome: oncepush.OutcomeRejected,
+			Text: "400 no such token " + string(s.Device.Token) + " \x1b[31mred\x1b[0m\r\nforged: line \u202eevil"}
+	})
+	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
+		panic("cannot send to " + string(s.Device.Token) + "\x1b[2J")
+	})
+	b.send([]string{"r1", "r2"}, msg("echo"), nil)
+	b.drain()
+	for _, c := range []struct {
+		r   string
+		dev *oncepush.Device
+	}{{"r1", fcmDev}, {"r2", apnsDev}} {
+		d := b.only(c.r)
+		a := attempt(t, d, c.dev.ID)
+		for _, text := range []string{a.Error, d.LastError} {
+			if strings.Contains(text, string(c.dev.Token)) {
+				t.Fatalf("%s: the device token reached the ledger: %q", c.r, text)
+			}
+			for _, r := range text {
+				if r < 0x20 || (r >= 0x7f && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+					t.Fatalf("%s: control character %U in the ledger: %q", c.r, r, text)
+				}
+			}
+		}
+		if !strings.Contains(a.Error, oncepush.MaskToken(string(c.dev.Token))) {
+			t.Fatalf("%s: want the token masked in the text, got %q", c.r, a.Error)
+		}
+	}
+}
