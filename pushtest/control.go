@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,15 +16,20 @@ import (
 )
 
 // ControlPrefix is where a FakeServer serves its control endpoints: HTTP
-// access to what Program, SetLatency, Requests, Reset and
-// NewWebPushSubscription do in Go, for tests that run the fake in another
-// process (`oncepush fake-providers`) or are written in another language.
-// Bodies are JSON; the shapes are the Control… types of this package.
+// access to what Program, Mix, SetLatency, Requests, ReceivedAfter, Held,
+// Stats, Reset and NewWebPushSubscription do in Go, for tests that run the
+// fake in another process (`oncepush fake-providers`) or are written in
+// another language. Bodies are JSON; the shapes are the Control… types of
+// this package.
 //
-//	GET  /_fake/requests[?transport=T]  → 200 [ControlRequest, …] in arrival order
+//	GET  /_fake/requests[?transport=T]  → 200 [ControlRequest, …] answered or dropped, in arrival order
+//	GET  /_fake/received[?after=SEQ&limit=N&fate=held]
+//	                                    → 200 [ControlReceipt, …] every request received, in arrival order
+//	GET  /_fake/stats                   → 200 FakeStats
 //	POST /_fake/program                 ControlProgram → 204
+//	POST /_fake/mix                     ControlMix → 204
 //	POST /_fake/latency                 ControlLatency → 204
-//	POST /_fake/reset                   → 204 (forgets requests, programs and latencies)
+//	POST /_fake/reset                   → 204 (forgets requests, programs, mixes and latencies)
 //	POST /_fake/webpush/subscriptions   → 201 ControlSubscription
 //
 // A malformed request is answered 400 {"error": "…"} naming the field. The
@@ -46,6 +52,44 @@ type ControlRequest struct {
 	// Status is the HTTP status the fake answered (0: it dropped the connection).
 	Status int       `json:"status"`
 	At     time.Time `json:"at"`
+	// Seq, Fate, ReceivedAt and RemoteAddr are as in FakeRequest.
+	Seq        int64     `json:"seq"`
+	Fate       FakeFate  `json:"fate"`
+	ReceivedAt time.Time `json:"receivedAt"`
+	RemoteAddr string    `json:"remoteAddr"`
+}
+
+// ControlReceipt is a FakeRequest as GET /_fake/received returns it: without
+// payload and headers, so that a record of many thousands of requests can be
+// read in pages (after = the last Seq read).
+type ControlReceipt struct {
+	Seq            int64              `json:"seq"`
+	Transport      oncepush.Transport `json:"transport"`
+	Token          string             `json:"token"`
+	CollapseID     string             `json:"collapseId"`
+	NotificationID string             `json:"notificationId"`
+	APNsID         string             `json:"apnsId"`
+	Status         int                `json:"status"`
+	Fate           FakeFate           `json:"fate"`
+	ReceivedAt     time.Time          `json:"receivedAt"`
+	// At is when the request settled; absent while it is held.
+	At         time.Time `json:"at,omitzero"`
+	RemoteAddr string    `json:"remoteAddr"`
+}
+
+// ControlMix is the body of POST /_fake/mix: the weighted answers that the
+// transport's requests without a program of their own draw from, as
+// FakeServer.Mix takes them. No choices clears the mix.
+type ControlMix struct {
+	Transport oncepush.Transport `json:"transport"`
+	Seed      uint64             `json:"seed"`
+	Choices   []ControlChoice    `json:"choices"`
+}
+
+// ControlChoice is a FakeChoice in JSON.
+type ControlChoice struct {
+	Weight int           `json:"weight"`
+	Answer ControlAnswer `json:"answer"`
 }
 
 // ControlProgram is the body of POST /_fake/program: the answers for a
@@ -171,7 +215,12 @@ const controlMaxBody = 1 << 20
 // registerControl serves the control endpoints (ControlPrefix) on the fake's mux.
 func (s *FakeServer) registerControl() {
 	s.mux.HandleFunc("GET /_fake/requests", s.controlRequests)
+	s.mux.HandleFunc("GET /_fake/received", s.controlReceived)
+	s.mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
+		controlJSON(w, http.StatusOK, s.Stats())
+	})
 	s.mux.HandleFunc("POST /_fake/program", s.controlProgram)
+	s.mux.HandleFunc("POST /_fake/mix", s.controlMix)
 	s.mux.HandleFunc("POST /_fake/latency", s.controlLatency)
 	s.mux.HandleFunc("POST /_fake/reset", func(w http.ResponseWriter, r *http.Request) {
 		s.Reset()
@@ -206,9 +255,91 @@ func (s *FakeServer) controlRequests(w http.ResponseWriter, r *http.Request) {
 		out = append(out, ControlRequest{
 			Transport: q.Transport, Token: q.Token, CollapseID: q.CollapseID, NotificationID: q.NotificationID,
 			APNsID: q.APNsID, Payload: string(q.Payload), Header: q.Header, Status: q.Status, At: q.At,
+			Seq: q.Seq, Fate: q.Fate, ReceivedAt: q.ReceivedAt, RemoteAddr: q.RemoteAddr,
 		})
 	}
 	controlJSON(w, http.StatusOK, out)
+}
+
+// Bounds of a page of GET /_fake/received.
+const (
+	controlReceivedLimitDefault = 1000
+	controlReceivedLimitMax     = 10000
+)
+
+func (s *FakeServer) controlReceived(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			controlError(w, http.StatusBadRequest, fmt.Sprintf("after: %q is not a sequence number", v))
+			return
+		}
+		after = n
+	}
+	limit := controlReceivedLimitDefault
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > controlReceivedLimitMax {
+			controlError(w, http.StatusBadRequest, fmt.Sprintf("limit: %q is not a number from 1 to %d", v, controlReceivedLimitMax))
+			return
+		}
+		limit = n
+	}
+	var reqs []FakeRequest
+	switch fate := FakeFate(q.Get("fate")); fate {
+	case "":
+		reqs = s.ReceivedAfter(after, limit)
+	case FateHeld:
+		for _, h := range s.Held() {
+			if h.Seq > after && len(reqs) < limit {
+				reqs = append(reqs, h)
+			}
+		}
+	default:
+		controlError(w, http.StatusBadRequest, fmt.Sprintf("fate: %q; only %q can be asked for", fate, FateHeld))
+		return
+	}
+	out := make([]ControlReceipt, 0, len(reqs))
+	for _, q := range reqs {
+		out = append(out, ControlReceipt{
+			Seq: q.Seq, Transport: q.Transport, Token: q.Token, CollapseID: q.CollapseID, NotificationID: q.NotificationID,
+			APNsID: q.APNsID, Status: q.Status, Fate: q.Fate, ReceivedAt: q.ReceivedAt, At: q.At, RemoteAddr: q.RemoteAddr,
+		})
+	}
+	controlJSON(w, http.StatusOK, out)
+}
+
+func (s *FakeServer) controlMix(w http.ResponseWriter, r *http.Request) {
+	var m ControlMix
+	if err := controlDecode(w, r, &m); err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	tr, err := controlTransport("transport", m.Transport)
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	choices := make([]FakeChoice, 0, len(m.Choices))
+	for i, c := range m.Choices {
+		if c.Weight <= 0 {
+			controlError(w, http.StatusBadRequest, fmt.Sprintf("choices[%d].weight: must be positive", i))
+			return
+		}
+		a, err := c.Answer.answer()
+		if err != nil {
+			controlError(w, http.StatusBadRequest, fmt.Sprintf("choices[%d].answer.%v", i, err))
+			return
+		}
+		choices = append(choices, FakeChoice{Weight: c.Weight, Answer: a})
+	}
+	if err := s.Mix(tr, m.Seed, choices...); err != nil { // weights checked above
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *FakeServer) controlProgram(w http.ResponseWriter, r *http.Request) {

@@ -134,7 +134,7 @@ func (f *fakeAPNs) handle(w http.ResponseWriter, r *http.Request) {
 		req.NotificationID = payload.ID
 	}
 	if status, reason := checkAPNsRequest(token, r.Header, body); reason != "" {
-		f.answerError(w, req, status, reason)
+		f.answerError(w, r, req, status, reason)
 		return
 	}
 	if req.APNsID == "" {
@@ -186,12 +186,8 @@ func checkAPNsRequest(token string, h http.Header, body []byte) (status int, rea
 
 // answerError records the request and answers an APNs error that the
 // protocol itself calls for (no program consulted).
-func (f *fakeAPNs) answerError(w http.ResponseWriter, req FakeRequest, status int, reason string) {
-	req.At = time.Now()
-	req.Header = req.Header.Clone()
-	req.Header.Del("Authorization")
-	req.Status = status
-	f.s.record(req)
+func (f *fakeAPNs) answerError(w http.ResponseWriter, r *http.Request, req FakeRequest, status int, reason string) {
+	f.s.answerNow(r, req, status)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(apnsReason(reason))

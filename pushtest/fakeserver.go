@@ -1,6 +1,7 @@
 package pushtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -34,10 +35,13 @@ import (
 //   - RuStore under /rustore.
 //
 // It records every request (transport, token, collapse id, notification id,
-// payload) and answers what the test programs (Program): a status and body per
-// token or for the whole transport, Retry-After, latency, or accepting the
-// request and dropping the connection. Helpers hand out matching credential
-// files (FCMServiceAccount, APNsKey, NewWebPushSubscription, RuStoreToken).
+// payload) the moment it has read it whole, and then what became of it
+// (FakeFate): answered, dropped, or abandoned by a client that went away
+// while the answer was held. It answers what the test programs (Program, Mix):
+// a status and body per token or for the whole transport, Retry-After,
+// latency, or accepting the request and dropping the connection. Helpers hand
+// out matching credential files (FCMServiceAccount, APNsKey,
+// NewWebPushSubscription, RuStoreToken).
 type FakeServer struct {
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
@@ -47,9 +51,17 @@ type FakeServer struct {
 	seq  atomic.Int64
 	cert *x509.Certificate
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// reqs holds every request received since the last Reset, in arrival
+	// order; reqs[i].Seq == firstSeq+i. held indexes those not yet settled.
 	reqs     []FakeRequest
+	firstSeq int64
+	lastSeq  int64
+	held     map[int64]struct{}
+	settled  int // requests answered or dropped (what Count counts)
+	stats    FakeStats
 	programs map[programKey][]FakeAnswer
+	mixes    map[oncepush.Transport]*fakeMix
 	latency  map[oncepush.Transport]time.Duration
 	notify   chan struct{}
 
@@ -65,8 +77,29 @@ type programKey struct {
 	token     string
 }
 
+// FakeFate is what became of a request the fake received.
+type FakeFate string
+
+// The fates of a request. Every request is recorded as FateHeld the moment
+// its body has been read whole, and settles into one of the others.
+const (
+	// FateHeld: received, its answer not written yet (programmed latency).
+	FateHeld FakeFate = "held"
+	// FateAnswered: answered with Status.
+	FateAnswered FakeFate = "answered"
+	// FateDropped: read whole, then the stream was reset without an answer
+	// (FakeAnswer.Drop): a provider that accepted it and whose answer was lost.
+	FateDropped FakeFate = "dropped"
+	// FateAbandoned: the client went away (its context ended, its connection
+	// closed) while the fake held the answer. The fake had the whole request.
+	FateAbandoned FakeFate = "abandoned"
+)
+
 // FakeRequest is one request the fake server received.
 type FakeRequest struct {
+	// Seq numbers the requests in arrival order, from 1, for the server's
+	// whole life (Reset does not start it again).
+	Seq       int64
 	Transport oncepush.Transport
 	// Token is the device token the request was for (for Web Push: the
 	// subscription endpoint's id under /webpush/).
@@ -82,9 +115,27 @@ type FakeRequest struct {
 	Payload []byte
 	// Header holds the request's headers (authorization removed).
 	Header http.Header
-	// Status is the HTTP status the fake answered (0 when it dropped the connection).
+	// Status is the HTTP status the fake answered (0 when it dropped the
+	// connection, or did not answer).
 	Status int
-	At     time.Time
+	// Fate is what became of the request.
+	Fate FakeFate
+	// ReceivedAt is when the fake had read the whole request; At is when it
+	// settled (answered, dropped, or noticed the client was gone), zero while
+	// held.
+	ReceivedAt time.Time
+	At         time.Time
+	// RemoteAddr is the client's address (host:port of its connection).
+	RemoteAddr string
+}
+
+// FakeStats counts the requests received since the last Reset.
+type FakeStats struct {
+	Received  int `json:"received"`
+	Held      int `json:"held"`
+	Answered  int `json:"answered"`
+	Dropped   int `json:"dropped"`
+	Abandoned int `json:"abandoned"`
 }
 
 // FakeAnswer is a programmed answer.
@@ -134,7 +185,10 @@ func StartFakeServer(opts *FakeOptions) (*FakeServer, error) {
 	}
 	s := &FakeServer{
 		mux:      http.NewServeMux(),
+		held:     map[int64]struct{}{},
+		firstSeq: 1,
 		programs: map[programKey][]FakeAnswer{},
+		mixes:    map[oncepush.Transport]*fakeMix{},
 		latency:  map[oncepush.Transport]time.Duration{},
 		notify:   make(chan struct{}),
 	}
@@ -197,36 +251,99 @@ func (s *FakeServer) SetLatency(t oncepush.Transport, d time.Duration) {
 	s.latency[t] = d
 }
 
-// Requests returns every request received, in arrival order.
+// Requests returns the requests received that have been answered or dropped,
+// in arrival order: what a client that got an answer (or a reset) sent.
+// Received also lists those held and abandoned.
 func (s *FakeServer) Requests() []FakeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.reqs)
+	return s.requestsWhere(func(r *FakeRequest) bool { return r.Fate == FateAnswered || r.Fate == FateDropped })
 }
 
-// RequestsFor returns the requests of one transport.
+// RequestsFor returns the requests of one transport, as Requests does.
 func (s *FakeServer) RequestsFor(t oncepush.Transport) []FakeRequest {
+	return s.requestsWhere(func(r *FakeRequest) bool {
+		return r.Transport == t && (r.Fate == FateAnswered || r.Fate == FateDropped)
+	})
+}
+
+// Received returns every request received since the last Reset, in arrival
+// order, whatever its fate: held (still waiting for its answer), answered,
+// dropped, or abandoned by its client.
+func (s *FakeServer) Received() []FakeRequest {
+	return s.requestsWhere(func(*FakeRequest) bool { return true })
+}
+
+// ReceivedAfter returns up to limit requests with a Seq above seq, in
+// arrival order, without payloads and headers: for reading a long record in
+// pages.
+func (s *FakeServer) ReceivedAfter(seq int64, limit int) []FakeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := max(seq+1-s.firstSeq, 0)
+	var out []FakeRequest
+	for ; i < int64(len(s.reqs)) && len(out) < limit; i++ {
+		r := s.reqs[i]
+		r.Payload, r.Header = nil, nil
+		out = append(out, r)
+	}
+	return out
+}
+
+// Held returns the requests the fake is holding now (received, not yet
+// answered), in arrival order, without payloads and headers.
+func (s *FakeServer) Held() []FakeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]FakeRequest, 0, len(s.held))
+	for seq := range s.held {
+		r := s.reqs[seq-s.firstSeq]
+		r.Payload, r.Header = nil, nil
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b FakeRequest) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// Stats counts the requests received since the last Reset, by fate.
+func (s *FakeServer) Stats() FakeStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Held = len(s.held)
+	return st
+}
+
+func (s *FakeServer) requestsWhere(keep func(*FakeRequest) bool) []FakeRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []FakeRequest
-	for _, r := range s.reqs {
-		if r.Transport == t {
-			out = append(out, r)
+	for i := range s.reqs {
+		if keep(&s.reqs[i]) {
+			out = append(out, s.reqs[i])
 		}
 	}
 	return out
 }
 
-// Count returns how many requests the server recorded.
+// Count returns how many requests were answered or dropped (as Requests lists them).
 func (s *FakeServer) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.reqs)
+	return s.settled
 }
 
-// WaitCount blocks until the server has recorded at least n requests or ctx
-// ends, and reports whether it got there.
+// WaitCount blocks until at least n requests were answered or dropped, or
+// ctx ends, and reports whether it got there.
 func (s *FakeServer) WaitCount(ctx context.Context, n int) bool {
+	return waitCount(ctx, n, func() (int, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.settled, s.notify
+	})
+}
+
+// WaitReceived blocks until at least n requests were received (whatever
+// became of them), or ctx ends, and reports whether it got there.
+func (s *FakeServer) WaitReceived(ctx context.Context, n int) bool {
 	return waitCount(ctx, n, func() (int, <-chan struct{}) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -234,16 +351,23 @@ func (s *FakeServer) WaitCount(ctx context.Context, n int) bool {
 	})
 }
 
-// Reset forgets recorded requests and programs.
+// Reset forgets recorded requests, programs, mixes and latencies. A request
+// held across a Reset is not recorded again when it settles.
 func (s *FakeServer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = nil
+	s.firstSeq = s.lastSeq + 1
+	s.held = map[int64]struct{}{}
+	s.settled = 0
+	s.stats = FakeStats{}
 	s.programs = map[programKey][]FakeAnswer{}
+	s.mixes = map[oncepush.Transport]*fakeMix{}
 	s.latency = map[oncepush.Transport]time.Duration{}
 }
 
-// next pops the programmed answer for (transport, token), if any.
+// next pops the programmed answer for (transport, token), if any: the
+// token's own program, else the transport's, else a draw from its mix.
 func (s *FakeServer) next(t oncepush.Transport, token string) (FakeAnswer, time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,36 +383,79 @@ func (s *FakeServer) next(t oncepush.Transport, token string) (FakeAnswer, time.
 		}
 		return a, lat, true
 	}
+	if m := s.mixes[t]; m != nil {
+		return m.draw(), lat, true
+	}
 	return FakeAnswer{}, lat, false
 }
 
-func (s *FakeServer) record(req FakeRequest) {
+// arrive records a request read whole, as held, and returns its Seq.
+func (s *FakeServer) arrive(req FakeRequest) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, req)
-	close(s.notify)
-	s.notify = make(chan struct{})
-}
-
-// serve finishes a protocol handler's work: it records req and writes the
-// programmed answer, or calls success (with a fresh sequence number) to write
-// the protocol's own success answer.
-func (s *FakeServer) serve(w http.ResponseWriter, r *http.Request, req FakeRequest, success func(w http.ResponseWriter, seq int64)) {
-	ans, lat, programmed := s.next(req.Transport, req.Token)
-	if d := lat + ans.Latency; d > 0 {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	req.At = time.Now()
+	s.lastSeq++
+	req.Seq = s.lastSeq
+	req.Fate = FateHeld
+	req.ReceivedAt = time.Now()
 	if req.Header != nil {
 		req.Header = req.Header.Clone()
 		req.Header.Del("Authorization")
 	}
+	s.reqs = append(s.reqs, req)
+	s.held[req.Seq] = struct{}{}
+	s.stats.Received++
+	s.changed()
+	return req.Seq
+}
+
+// settle records what became of a held request.
+func (s *FakeServer) settle(seq int64, fate FakeFate, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.held[seq]; !ok {
+		return // forgotten by a Reset meanwhile
+	}
+	delete(s.held, seq)
+	r := &s.reqs[seq-s.firstSeq]
+	r.Fate, r.Status, r.At = fate, status, time.Now()
+	switch fate {
+	case FateAnswered:
+		s.stats.Answered++
+		s.settled++
+	case FateDropped:
+		s.stats.Dropped++
+		s.settled++
+	case FateAbandoned:
+		s.stats.Abandoned++
+	}
+	s.changed()
+}
+
+func (s *FakeServer) changed() {
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// serve finishes a protocol handler's work, once it has read the whole
+// request: it records req at once, then writes the programmed answer, or
+// calls success (with a fresh sequence number) to write the protocol's own
+// success answer, and records what became of it.
+func (s *FakeServer) serve(w http.ResponseWriter, r *http.Request, req FakeRequest, success func(w http.ResponseWriter, seq int64)) {
+	ans, lat, programmed := s.next(req.Transport, req.Token)
+	req.RemoteAddr = r.RemoteAddr
+	seq := s.arrive(req)
+	if d := lat + ans.Latency; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			s.settle(seq, FateAbandoned, 0)
+			return
+		}
+	}
 	if ans.Drop {
-		s.record(req)
+		s.settle(seq, FateDropped, 0)
 		panic(http.ErrAbortHandler) // resets the stream / closes the connection
 	}
 	for k, vs := range ans.Header {
@@ -299,8 +466,7 @@ func (s *FakeServer) serve(w http.ResponseWriter, r *http.Request, req FakeReque
 	if !programmed || ans.Status == 0 {
 		rec := &statusRecorder{ResponseWriter: w}
 		success(rec, s.seq.Add(1))
-		req.Status = rec.status
-		s.record(req)
+		s.settle(seq, FateAnswered, rec.status)
 		return
 	}
 	if strings.HasPrefix(ans.Body, "{") {
@@ -308,8 +474,14 @@ func (s *FakeServer) serve(w http.ResponseWriter, r *http.Request, req FakeReque
 	}
 	w.WriteHeader(ans.Status)
 	_, _ = w.Write([]byte(ans.Body))
-	req.Status = ans.Status
-	s.record(req)
+	s.settle(seq, FateAnswered, ans.Status)
+}
+
+// answerNow records a request and its answer, written by the caller at once
+// (an error the protocol itself calls for; no program consulted).
+func (s *FakeServer) answerNow(r *http.Request, req FakeRequest, status int) {
+	req.RemoteAddr = r.RemoteAddr
+	s.settle(s.arrive(req), FateAnswered, status)
 }
 
 // refuse answers a request the fake could not accept (bad auth, malformed

@@ -1,7 +1,9 @@
 package blackbox
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -238,5 +240,102 @@ func TestControlRefusesBadRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("requests of an unknown transport: %d, want 400", resp.StatusCode)
+	}
+}
+
+func controlGet(t *testing.T, fake *pushtest.FakeServer, c *http.Client, path string, out any) int {
+	t.Helper()
+	resp, err := c.Get(fake.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestControlReceivedStatsAndMix: a held request is listed by
+// /_fake/received (and ?fate=held) before its answer; /_fake/stats counts by
+// fate; a mix set over HTTP answers in its proportions.
+func TestControlReceivedStatsAndMix(t *testing.T) {
+	t.Parallel()
+	fake, c := controlSetup(t)
+	if st, b := post(t, c, fake.URL+"/_fake/program", `{"transport": "rustore", "token": "slow-1", "answers": [{"latencyMs": 60000}]}`); st != http.StatusNoContent {
+		t.Fatalf("program: %d %s", st, b)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fake.URL+"/rustore/v1/projects/p/messages:send",
+			strings.NewReader(`{"message":{"token":"slow-1","data":{"oncepush_id":"n1"}}}`))
+		req.Header.Set("Authorization", "Bearer "+fake.RuStoreToken())
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var held []pushtest.ControlReceipt
+	deadline := time.Now().Add(10 * time.Second)
+	for len(held) == 0 && time.Now().Before(deadline) {
+		controlGet(t, fake, c, "/_fake/received?fate=held", &held)
+	}
+	if len(held) != 1 || held[0].Token != "slow-1" || held[0].Fate != pushtest.FateHeld || held[0].Seq != 1 ||
+		held[0].ReceivedAt.IsZero() || !held[0].At.IsZero() || held[0].RemoteAddr == "" {
+		t.Fatalf("held: %+v", held)
+	}
+	var st pushtest.FakeStats
+	if controlGet(t, fake, c, "/_fake/stats", &st); st.Received != 1 || st.Held != 1 {
+		t.Errorf("stats: %+v", st)
+	}
+	if reqs := controlRequests(t, fake, c, ""); len(reqs) != 0 {
+		t.Errorf("/_fake/requests lists a held request: %+v", reqs)
+	}
+	cancel() // the client gives up: the request is abandoned
+	<-done
+	deadline = time.Now().Add(10 * time.Second)
+	for controlGet(t, fake, c, "/_fake/stats", &st); st.Abandoned != 1 && time.Now().Before(deadline); {
+		controlGet(t, fake, c, "/_fake/stats", &st)
+	}
+	if st.Held != 0 || st.Abandoned != 1 {
+		t.Errorf("stats after the client gave up: %+v", st)
+	}
+
+	if st, b := post(t, c, fake.URL+"/_fake/mix", `{"transport": "rustore", "seed": 3, "choices": [
+		{"weight": 1, "answer": {}}, {"weight": 1, "answer": {"status": 503, "body": "busy"}}]}`); st != http.StatusNoContent {
+		t.Fatalf("mix: %d %s", st, b)
+	}
+	counts := map[int]int{}
+	for i := range 40 {
+		st, _, _, err := rustoreSend(t, fake, c, fmt.Sprintf("mixed-%02d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[st]++
+	}
+	if counts[200] == 0 || counts[503] == 0 || counts[200]+counts[503] != 40 {
+		t.Errorf("answers of an even mix: %v", counts)
+	}
+	var page []pushtest.ControlReceipt
+	if controlGet(t, fake, c, "/_fake/received?after=1&limit=5", &page); len(page) != 5 || page[0].Seq != 2 || page[0].Fate != pushtest.FateAnswered {
+		t.Errorf("a page after seq 1: %+v", page)
+	}
+	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=10001", "fate=answered"} {
+		if st := controlGet(t, fake, c, "/_fake/received?"+q, nil); st != http.StatusBadRequest {
+			t.Errorf("/_fake/received?%s: %d, want 400", q, st)
+		}
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"transport": "fcm", "choices": [{"weight": 0, "answer": {}}]}`, "choices[0].weight"},
+		{`{"transport": "fcm", "choices": [{"weight": 1, "answer": {"status": 99}}]}`, "choices[0].answer.status"},
+		{`{"transport": "pigeon", "choices": []}`, "transport"},
+	} {
+		st, body := post(t, c, fake.URL+"/_fake/mix", tc.body)
+		if st != http.StatusBadRequest || !strings.Contains(body, tc.field) {
+			t.Errorf("POST /_fake/mix %s: %d %s; want 400 naming %s", tc.body, st, body, tc.field)
+		}
 	}
 }

@@ -84,7 +84,7 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "oncepush fake-providers: serving FCM, APNs, Web Push and RuStore at %s\n"+
 		"  configuration: %s (printed above; run 'oncepush serve --config %[2]s')\n"+
-		"  control endpoints: %[1]s%[3]s (requests, program, latency, reset, webpush/subscriptions)\n"+
+		"  control endpoints: %[1]s%[3]s (requests, received, stats, program, mix, latency, reset, webpush/subscriptions)\n"+
 		"  stop with Ctrl-C or SIGTERM\n", fake.URL, filepath.Join(out, fakeConfigFile), pushtest.ControlPrefix)
 
 	<-ctx.Done()
