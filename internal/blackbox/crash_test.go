@@ -21,11 +21,17 @@ import (
 // one batch, every pair in flight at once.
 const crashDeliveries = 100
 
+// stepWritten is the step no failpoint can mark from inside the worker: every
+// request of the batch is at the provider (the fake has read it whole and
+// holds its answer), and the test SIGKILLs the worker.
+const stepWritten = "written"
+
 // crashTokenSeq makes APNs tokens unique across the cases sharing one fake.
 var crashTokenSeq atomic.Int64
 
 // TestCrashAtEveryStep kills a worker (SIGKILL, from a failpoint compiled into
-// a test build) at each step of the delivery path, with a batch of 100
+// a test build, or from the test once the fake provider holds every request
+// of the batch) at each step of the delivery path, with a batch of 100
 // deliveries there, lets a second worker recover after the lease, and checks
 // every pair against the fake provider's record: sent once where nothing was
 // in doubt; where the provider had accepted but nothing was recorded, exactly
@@ -47,7 +53,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	f := startFake(t, bin)
 	for round := range rounds {
 		for _, db := range databases {
-			for _, step := range []string{failpoint.ClaimCommitted, failpoint.Answered, failpoint.Recorded} {
+			for _, step := range []string{failpoint.ClaimCommitted, stepWritten, failpoint.Answered, failpoint.Recorded} {
 				for _, policy := range []oncepush.AmbiguityPolicy{oncepush.AmbiguityResend, oncepush.AmbiguityAtMostOnce} {
 					t.Run(fmt.Sprintf("%s/%s/%s/%d", db.name, step, policy, round), func(t *testing.T) {
 						t.Parallel()
@@ -60,6 +66,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 }
 
 func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, policy oncepush.AmbiguityPolicy, round int) {
+	if step == stepWritten {
+		// A fake of its own, to hold every answer without holding the others'.
+		f = startFake(t, bin)
+		f.latency(oncepush.TransportFCM, time.Hour)
+		f.latency(oncepush.TransportAPNs, time.Hour)
+	}
 	dbURL := db.new(t)
 	cfg := f.serverConfig(t, func(c *config.File) {
 		c.Engine.Workers = 1
@@ -88,6 +100,14 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 
 	doomed := startEnv(t, bin, []string{"ONCEPUSH_FAILPOINT=" + step},
 		"work", "--database", dbURL, "--config", cfg, "--log-format", "json")
+	if step == stepWritten {
+		eventually(t, "every request of the batch held at the provider", func() bool {
+			return len(f.received()) == crashDeliveries
+		})
+		doomed.signal(syscall.SIGKILL)
+		f.latency(oncepush.TransportFCM, 0)
+		f.latency(oncepush.TransportAPNs, 0)
+	}
 	select {
 	case <-doomed.done:
 	case <-time.After(runTimeout):
@@ -121,10 +141,11 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 	}
 
 	byToken := map[string][]string{} // token → the provider-side identity of each receipt
-	for _, r := range f.requests("") {
+	for _, r := range f.received() {
 		byToken[r.Token] = append(byToken[r.Token], r.CollapseID+"/"+r.APNsID+"/"+r.NotificationID)
 	}
-	inDoubt := step == failpoint.Answered // accepted by the provider, nothing recorded
+	// The provider had every request and nothing was recorded.
+	inDoubt := step == failpoint.Answered || step == stepWritten
 	for _, d := range ds {
 		got := byToken[tokens[d.Recipient]]
 		wantReceipts, wantStatus, wantAmbiguous := 1, "sent", 0

@@ -123,6 +123,22 @@ func (f *fake) waitRequests(n int) []pushtest.ControlRequest {
 	return reqs
 }
 
+// received lists every request the fake has read whole, whatever became of
+// it (answered, dropped, held, or abandoned by a client that went away).
+func (f *fake) received() []pushtest.ControlReceipt {
+	f.t.Helper()
+	var all []pushtest.ControlReceipt
+	for after := int64(0); ; {
+		var page []pushtest.ControlReceipt
+		f.control(http.MethodGet, fmt.Sprintf("/_fake/received?after=%d&limit=1000", after), nil, &page, http.StatusOK)
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].Seq
+	}
+}
+
 // program sets the answers for a transport's token ("" = every token).
 func (f *fake) program(tr oncepush.Transport, token string, answers ...pushtest.FakeAnswer) {
 	f.t.Helper()
