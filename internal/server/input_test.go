@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/strictjson"
@@ -220,14 +219,10 @@ func TestCostlyBodiesAreRefusedCheaply(t *testing.T) {
 				`{"recipients": ["u_1"], "title": "a", "data": {"` + strings.Repeat("n", 100000) + `": [` + strings.Repeat("0,", n) + `0]}}`, "invalid_field", "data"},
 		} {
 			before := e.rows()
-			start := time.Now()
-			r := e.do(tc.method, tc.path, e.admin, tc.body)
-			// Generous for the race detector on a busy machine; the old
-			// parser took minutes (and gigabytes) on the nested ones.
+			// No wall-clock bound here: it failed on a loaded machine (18 s
+			// under the race detector with busy loops beside it).
 			// strictjson's TestParseCostIsLinear bounds the cost exactly.
-			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("%s: %d bytes took %s to refuse", tc.name, len(tc.body), took)
-			}
+			r := e.do(tc.method, tc.path, e.admin, tc.body)
 			r.wantProblem(t, http.StatusBadRequest, tc.code, tc.field)
 			e.unchanged(t, before, tc.name)
 		}
