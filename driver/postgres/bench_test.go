@@ -12,7 +12,7 @@ import (
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/internal/conformance"
+	"github.com/oncepush/oncepush/driver/drivertest"
 	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -33,7 +33,7 @@ func BenchmarkDrain(b *testing.B) {
 	for _, clients := range []int{1, 2} {
 		for _, batch := range []int{100, 500, 1000} {
 			b.Run(fmt.Sprintf("clients=%d/batch=%d", clients, batch), func(b *testing.B) {
-				conformance.BenchDrain(b, newDB, 50000, 2, clients, batch)
+				drivertest.BenchDrain(b, newDB, 50000, 2, clients, batch)
 			})
 		}
 	}

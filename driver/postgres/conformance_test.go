@@ -9,14 +9,14 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/internal/conformance"
+	"github.com/oncepush/oncepush/driver/drivertest"
 	"github.com/oncepush/oncepush/internal/testdb"
 )
 
 // pgDB is one test's schema.
 type pgDB struct{ conn string }
 
-func newDB(t *testing.T) conformance.DB[pgx.Tx] {
+func newDB(t *testing.T) drivertest.DB[pgx.Tx] {
 	db := &pgDB{conn: testdb.Schema(t)}
 	if _, err := postgres.New(testdb.Pool(t, db.conn, 2)).Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate: %v", err)
@@ -52,5 +52,5 @@ func migrated(t *testing.T) (*pgxpool.Pool, *postgres.Driver) {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Harness[pgx.Tx]{NewDB: newDB})
+	drivertest.Run(t, drivertest.Harness[pgx.Tx]{NewDB: newDB})
 }

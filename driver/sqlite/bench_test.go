@@ -8,7 +8,7 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/sqlite"
-	"github.com/oncepush/oncepush/internal/conformance"
+	"github.com/oncepush/oncepush/driver/drivertest"
 )
 
 // BenchmarkDrain drains 100,000 device sends (50,000 recipients × 2 devices)
@@ -41,7 +41,7 @@ func BenchmarkDrain(b *testing.B) {
 							return d
 						}
 					}
-					conformance.BenchDrain(b, newDB, benchRecipients, 2, clients, batch)
+					drivertest.BenchDrain(b, newDB, benchRecipients, 2, clients, batch)
 				})
 			}
 		}

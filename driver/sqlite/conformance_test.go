@@ -8,13 +8,13 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/sqlite"
-	"github.com/oncepush/oncepush/internal/conformance"
+	"github.com/oncepush/oncepush/driver/drivertest"
 )
 
 // sqliteDB is one test's database file.
 type sqliteDB struct{ path string }
 
-func newDB(t *testing.T) conformance.DB[*sql.Tx] {
+func newDB(t *testing.T) drivertest.DB[*sql.Tx] {
 	db := &sqliteDB{path: filepath.Join(t.TempDir(), "oncepush.db")}
 	drv := open(t, db.path, nil)
 	if _, err := drv.Migrate(t.Context()); err != nil {
@@ -54,5 +54,5 @@ func (d *sqliteDB) Exec(ctx context.Context, tx *sql.Tx, query string) error {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Harness[*sql.Tx]{NewDB: newDB})
+	drivertest.Run(t, drivertest.Harness[*sql.Tx]{NewDB: newDB})
 }

@@ -1,8 +1,9 @@
 // Package sqlfile reads named queries from .sql files. A file holds sections that
 // each start with a line "-- name: QueryName"; the section's text up to the next
-// such line is the query. Drivers keep their SQL in such files (one per driver) and
-// look queries up by name once, at package init, so a missing or misspelled name
-// fails every test of the package instead of one code path at run time.
+// such line is the query. Drivers keep their SQL in such files and look queries
+// up by name. A test (driver/queries_test.go) reads each driver's code and
+// checks that every name it looks up is defined and every query is used, so a
+// misspelled name fails the suite, not one code path at run time.
 package sqlfile
 
 import (

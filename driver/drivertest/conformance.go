@@ -1,8 +1,16 @@
-// Package conformance is the engine's property suite: every promise of the
-// delivery engine (at most once per pair, nothing lost, dedup, leases, budgets,
-// eligibility, cleanup) as a test that tries to break it. Each storage driver's
-// tests call Run with a Harness, so every driver passes the same suite.
-package conformance
+// Package drivertest is the storage drivers' conformance suite: every promise
+// of the delivery engine (at most once per pair, nothing lost, dedup, leases,
+// budgets, eligibility, cleanup) as a test that tries to break it, run through
+// a driver. Each driver's tests call Run with a Harness, so every driver passes
+// the same suite; a third-party driver does the same:
+//
+//	func TestConformance(t *testing.T) {
+//		drivertest.Run(t, drivertest.Harness[mydriver.Tx]{NewDB: newDB})
+//	}
+//
+// where newDB returns a fresh, migrated database for one test (see DB). The
+// PostgreSQL and SQLite drivers' conformance_test.go files are worked examples.
+package drivertest
 
 import (
 	"context"
