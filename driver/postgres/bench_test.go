@@ -11,8 +11,8 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
-	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/driver/drivertest"
+	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )

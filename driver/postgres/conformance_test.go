@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
-	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/driver/drivertest"
+	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/internal/testdb"
 )
 

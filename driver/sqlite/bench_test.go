@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/oncepush/oncepush/driver"
-	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/driver/drivertest"
+	"github.com/oncepush/oncepush/driver/sqlite"
 )
 
 // BenchmarkDrain drains 100,000 device sends (50,000 recipients × 2 devices)

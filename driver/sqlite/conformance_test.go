@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/oncepush/oncepush/driver"
-	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/driver/drivertest"
+	"github.com/oncepush/oncepush/driver/sqlite"
 )
 
 // sqliteDB is one test's database file.
