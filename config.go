@@ -30,71 +30,75 @@ const (
 // Category configures one declared notification category.
 type Category struct {
 	// Ambiguity overrides Config.Ambiguity for this category's messages.
-	Ambiguity AmbiguityPolicy
+	Ambiguity AmbiguityPolicy `json:"ambiguity,omitempty"`
 }
 
 // Config configures a Client. The zero value of every field means its default.
+//
+// The json tags name the settings of the server's configuration file (its
+// "engine" section), which decodes into a Config directly, durations written
+// as strings such as "10s"; fields tagged "-" are not settings.
 type Config struct {
 	// Providers serve the transports; at most one per transport. A device whose
 	// transport has no provider is settled as rejected with a text that says so.
-	Providers []Provider
+	Providers []Provider `json:"-"`
 
 	// Eligibility decides at claim time who receives what. Nil sends to everyone.
-	Eligibility Eligibility
+	Eligibility Eligibility `json:"-"`
 
 	// Categories, when not nil, declares the categories a send may name (an
 	// unknown one is refused) and their settings.
-	Categories map[string]Category
+	Categories map[string]Category `json:"-"`
 
 	// BatchSize is how many deliveries one claim takes. Default 100.
-	BatchSize int
+	BatchSize int `json:"batchSize,omitempty"`
 	// Workers is how many runs one client drives at once. Default 2: one claims
 	// and records while another's sends are in flight.
-	Workers int
+	Workers int `json:"workers,omitempty"`
 	// ConcurrentSends bounds in-flight sends per transport. Default 256.
-	ConcurrentSends int
+	ConcurrentSends int `json:"concurrentSends,omitempty"`
 	// RunBudget bounds a run: no send starts after it, and the run ends. Default 10 s.
-	RunBudget time.Duration
+	RunBudget time.Duration `json:"runBudget,omitempty"`
 	// SendTimeout bounds one provider call. Default 15 s.
-	SendTimeout time.Duration
+	SendTimeout time.Duration `json:"sendTimeout,omitempty"`
 	// Lease is how long a claim owns its deliveries. Default RunBudget +
 	// 2×SendTimeout + 1 min; it must exceed RunBudget + SendTimeout.
-	Lease time.Duration
+	Lease time.Duration `json:"lease,omitempty"`
 	// MaxAttempts is the number of retryable failures after which a delivery
 	// ends (failed, or sent if some device accepted). Default 6.
-	MaxAttempts int
+	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// BackoffMin and BackoffMax bound the retry delay, which doubles from the
 	// minimum at each attempt, ±20 % jitter. Defaults 15 s and 1 h. A provider's
 	// Retry-After wins when longer.
-	BackoffMin time.Duration
-	BackoffMax time.Duration
+	BackoffMin time.Duration `json:"backoffMin,omitempty"`
+	BackoffMax time.Duration `json:"backoffMax,omitempty"`
 	// MessageLifetime is the default lifetime of a message. Default 1 day.
-	MessageLifetime time.Duration
+	MessageLifetime time.Duration `json:"messageLifetime,omitempty"`
 	// Retention is how long finished deliveries (and their dedup keys) are kept.
 	// Default 7 days.
-	Retention time.Duration
+	Retention time.Duration `json:"retention,omitempty"`
 	// MaxDevicesPerRecipient is how many most recently registered devices a
 	// recipient keeps. Default 10.
-	MaxDevicesPerRecipient int
+	MaxDevicesPerRecipient int `json:"maxDevicesPerRecipient,omitempty"`
 	// CleanupInterval is how often a started client tries to run cleanup (one
 	// process at a time does). Default 10 min.
-	CleanupInterval time.Duration
+	CleanupInterval time.Duration `json:"cleanupInterval,omitempty"`
 	// PollInterval is how often idle workers look for due work without a wake-up
 	// (scheduled sends, retries, expired leases). Default 1 s.
-	PollInterval time.Duration
+	PollInterval time.Duration `json:"pollInterval,omitempty"`
 	// Ambiguity is the default ambiguity policy. Default AmbiguityResend.
-	Ambiguity AmbiguityPolicy
+	Ambiguity AmbiguityPolicy `json:"ambiguity,omitempty"`
 
 	// Observer receives the engine's events (metrics). Default: none.
-	Observer Observer
+	Observer Observer `json:"-"`
 
 	// Clock, when set, replaces the database's clock for scheduling, leases,
 	// expiry and backoff (tests). Nil: the database's now().
-	Clock Clock
+	Clock Clock `json:"-"`
 	// Logger receives the client's logs. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 	// ID names this client in logs and locks. Default host-pid-random.
-	ID string
+	ID string `json:"-"`
 }
 
 // Validate reports what NewClient would refuse in cfg, without a driver.

@@ -77,10 +77,10 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		c.Engine.Workers = 1
 		c.Engine.BatchSize = crashDeliveries
 		c.Engine.ConcurrentSends = crashDeliveries
-		c.Engine.RunBudget = config.Duration(time.Second)
-		c.Engine.SendTimeout = config.Duration(time.Second)
-		c.Engine.Lease = config.Duration(3 * time.Second)
-		c.Engine.PollInterval = config.Duration(50 * time.Millisecond)
+		c.Engine.RunBudget = time.Second
+		c.Engine.SendTimeout = time.Second
+		c.Engine.Lease = 3 * time.Second
+		c.Engine.PollInterval = 50 * time.Millisecond
 	})
 	api := startServe(t, bin, dbURL, cfg, true, "--no-workers")
 	prefix := fmt.Sprintf("crash-%s-%s-%s-%d", db.name, step, policy, round)

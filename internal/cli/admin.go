@@ -9,103 +9,81 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/stack"
 	"github.com/oncepush/oncepush/provider/webpush"
 )
 
-func init() {
-	register("migrate", "apply the database migrations", func(ctx context.Context, e *env, args []string) error {
-		fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-		f := commonFlags(fs)
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		return withDatabase(ctx, e, f, func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error {
-			res, err := migrate(ctx)
-			if err != nil {
-				return err
-			}
-			if len(res.Applied) == 0 {
-				fmt.Fprintf(e.stdout, "%s: schema is current (version %d)\n", name, res.Version)
-			} else {
-				fmt.Fprintf(e.stdout, "%s: applied migrations %v; schema version %d\n", name, res.Applied, res.Version)
-			}
-			return nil
-		})
-	})
-	register("keys", "create, list and revoke API keys", keys)
-	register("vapid", "generate a VAPID key pair for Web Push", func(ctx context.Context, e *env, args []string) error {
-		if len(args) == 0 || args[0] != "generate" {
-			return usagef("usage: oncepush vapid generate [--json]")
-		}
-		fs := flag.NewFlagSet("vapid generate", flag.ContinueOnError)
-		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parse(fs, e, args[1:]); err != nil {
-			return err
-		}
-		pub, priv, err := webpush.GenerateVAPIDKeys()
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return json.NewEncoder(e.stdout).Encode(map[string]string{"publicKey": pub, "privateKey": priv})
-		}
-		fmt.Fprintf(e.stdout, "public key (applicationServerKey for PushManager.subscribe):\n  %s\n"+
-			"private key (providers.webpush.vapidPrivateKey; keep it secret):\n  %s\n", pub, priv)
-		return nil
-	})
-}
-
-// withDatabase opens the database the flags name and hands fn its driver's
-// name and operations that do not depend on the transaction type.
-func withDatabase(ctx context.Context, e *env, f *config.Flags, fn func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error) error {
-	st, err := config.Load(*f, e.getenv)
-	if err != nil {
+func migrate(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	f := commonFlags(fs)
+	if err := parse(fs, e, args); err != nil {
 		return err
 	}
-	db, err := st.OpenDatabase(ctx)
+	_, db, err := open(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if db.Postgres != nil {
-		return fn("postgres", db.Postgres.Migrate)
+	res, err := db.Migrate(ctx)
+	if err != nil {
+		return err
 	}
-	return fn("sqlite", db.SQLite.Migrate)
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(e.stdout, "%s: schema is current (version %d)\n", db.Name, res.Version)
+	} else {
+		fmt.Fprintf(e.stdout, "%s: applied migrations %v; schema version %d\n", db.Name, res.Applied, res.Version)
+	}
+	return nil
 }
 
-// openMigrated opens the database and makes sure it is migrated, for the
-// commands that write to it.
-func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *config.Database, error) {
+func vapid(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "generate" {
+		return usagef("usage: oncepush vapid generate [--json]")
+	}
+	fs := flag.NewFlagSet("vapid generate", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, e, args[1:]); err != nil {
+		return err
+	}
+	pub, priv, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(map[string]string{"publicKey": pub, "privateKey": priv})
+	}
+	fmt.Fprintf(e.stdout, "public key (applicationServerKey for PushManager.subscribe):\n  %s\n"+
+		"private key (providers.webpush.vapidPrivateKey; keep it secret):\n  %s\n", pub, priv)
+	return nil
+}
+
+// open loads the settings and opens the database they name.
+func open(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *stack.Storage, error) {
 	st, err := config.Load(*f, e.getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := st.OpenDatabase(ctx)
+	db, err := stack.Open(ctx, st)
 	if err != nil {
 		return nil, nil, err
-	}
-	if db.Postgres != nil {
-		_, err = db.Postgres.Migrate(ctx)
-	} else {
-		_, err = db.SQLite.Migrate(ctx)
-	}
-	if err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	return st, db, nil
 }
 
-func executor(db *config.Database) driver.Executor {
-	if db.Postgres != nil {
-		return db.Postgres.Exec()
+// openMigrated opens the database and makes sure it is migrated, for the
+// commands that write to it.
+func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *stack.Storage, error) {
+	st, db, err := open(ctx, e, f)
+	if err != nil {
+		return nil, nil, err
 	}
-	return db.SQLite.Exec()
+	if _, err := db.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return st, db, nil
 }
 
 // scopeList is a repeatable, comma-separable --scope flag.
@@ -148,12 +126,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		var k apikey.Key
-		if db.Postgres != nil {
-			k, err = createKey[pgx.Tx](ctx, db.Postgres, *name, sc)
-		} else {
-			k, err = createKey(ctx, db.SQLite, *name, sc)
-		}
+		k, err := createKey(ctx, db.Exec, *name, sc)
 		if err != nil {
 			return err
 		}
@@ -169,7 +142,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		list, err := executor(db).APIKeyList(ctx)
+		list, err := db.Exec.APIKeyList(ctx)
 		if err != nil {
 			return err
 		}
@@ -198,7 +171,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		ok, err := executor(db).APIKeyRevoke(ctx, id, nil)
+		ok, err := db.Exec.APIKeyRevoke(ctx, id, nil)
 		if err != nil {
 			return err
 		}

@@ -33,10 +33,16 @@ type command struct {
 	run     func(ctx context.Context, e *env, args []string) error
 }
 
-var commands = map[string]command{}
-
-func register(name, summary string, run func(ctx context.Context, e *env, args []string) error) {
-	commands[name] = command{summary: summary, run: run}
+// commands is the command table: every command, in one place.
+var commands = map[string]command{
+	"serve":          {"run the HTTP API, the delivery workers and cleanup", serveCommand},
+	"work":           {"run the delivery workers and cleanup only (no API)", workCommand},
+	"migrate":        {"apply the database migrations", migrate},
+	"keys":           {"create, list and revoke API keys", keys},
+	"vapid":          {"generate a VAPID key pair for Web Push", vapid},
+	"send":           {"queue one notification (a running serve or work delivers it)", send},
+	"fake-providers": {"run fake FCM, APNs, Web Push and RuStore servers for integration tests", fakeProviders},
+	"version":        {"print the version", printVersion},
 }
 
 // errUsage marks an error in how the command was called (exit code 2).
@@ -128,13 +134,11 @@ func version() string {
 	return "dev"
 }
 
-func init() {
-	register("version", "print the version", func(ctx context.Context, e *env, args []string) error {
-		fs := flag.NewFlagSet("version", flag.ContinueOnError)
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		fmt.Fprintln(e.stdout, "oncepush", version())
-		return nil
-	})
+func printVersion(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parse(fs, e, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "oncepush", version())
+	return nil
 }

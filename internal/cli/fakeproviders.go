@@ -23,10 +23,6 @@ const (
 	fakeConfigFile = "oncepush.json"
 )
 
-func init() {
-	register("fake-providers", "run fake FCM, APNs, Web Push and RuStore servers for integration tests", fakeProviders)
-}
-
 // fakeProviders runs a pushtest.FakeServer as a process until ctx ends. It
 // writes the credentials a server needs to talk to it, and prints (and
 // writes) a configuration file that points every provider at it.

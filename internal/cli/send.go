@@ -12,16 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/config"
 )
-
-func init() {
-	register("send", "queue one notification (a running serve or work delivers it)", send)
-}
 
 // sendFlags are the values of 'oncepush send'.
 type sendFlags struct {
@@ -74,24 +67,15 @@ func send(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 	cfg := st.ClientConfig()
 	cfg.Logger = st.Logger(e.logFile)
-	var res oncepush.SendResult
-	if db.Postgres != nil {
-		res, err = sendWith[pgx.Tx](ctx, db.Postgres, cfg, s.to, msg, opts)
-	} else {
-		res, err = sendWith(ctx, db.SQLite, cfg, s.to, msg, opts)
+	stk, err := db.Assemble(cfg, nil)
+	if err != nil {
+		return &config.Error{Setting: "engine", Problem: err.Error()}
 	}
+	res, err := stk.Client.Send(ctx, s.to, msg, opts)
 	if err != nil {
 		return flagError(err)
 	}
 	return printSendResult(e.stdout, res, s.asJSON)
-}
-
-func sendWith[TTx any](ctx context.Context, drv driver.Driver[TTx], cfg *oncepush.Config, to []string, msg oncepush.Message, opts *oncepush.SendOptions) (oncepush.SendResult, error) {
-	client, err := oncepush.NewClient(drv, cfg)
-	if err != nil {
-		return oncepush.SendResult{}, &config.Error{Setting: "engine", Problem: err.Error()}
-	}
-	return client.Send(ctx, to, msg, opts)
 }
 
 // message builds the library's input from the flags; what the library does

@@ -11,36 +11,33 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
+	"github.com/oncepush/oncepush/internal/stack"
 )
 
-func init() {
-	register("serve", "run the HTTP API, the delivery workers and cleanup", func(ctx context.Context, e *env, args []string) error {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		f := commonFlags(fs)
-		fs.StringVar(&f.Listen, "listen", "", "address to serve the API on [$"+config.EnvListen+"] (default "+config.ListenDefault+")")
-		fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics (and /healthz, /readyz) on this address, not on the API's [$"+config.EnvMetricsListen+"] (default: on the API's)")
-		noWorkers := fs.Bool("no-workers", false, "serve the API only; run 'oncepush work' for delivery")
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		return run(ctx, e, f, runOptions{api: true, workers: !*noWorkers})
-	})
-	register("work", "run the delivery workers and cleanup only (no API)", func(ctx context.Context, e *env, args []string) error {
-		fs := flag.NewFlagSet("work", flag.ContinueOnError)
-		f := commonFlags(fs)
-		fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this address [$"+config.EnvMetricsListen+"] (default: none)")
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		return run(ctx, e, f, runOptions{workers: true})
-	})
+func serveCommand(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f := commonFlags(fs)
+	fs.StringVar(&f.Listen, "listen", "", "address to serve the API on [$"+config.EnvListen+"] (default "+config.ListenDefault+")")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics (and /healthz, /readyz) on this address, not on the API's [$"+config.EnvMetricsListen+"] (default: on the API's)")
+	noWorkers := fs.Bool("no-workers", false, "serve the API only; run 'oncepush work' for delivery")
+	if err := parse(fs, e, args); err != nil {
+		return err
+	}
+	return run(ctx, e, f, runOptions{api: true, workers: !*noWorkers})
+}
+
+func workCommand(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("work", flag.ContinueOnError)
+	f := commonFlags(fs)
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this address [$"+config.EnvMetricsListen+"] (default: none)")
+	if err := parse(fs, e, args); err != nil {
+		return err
+	}
+	return run(ctx, e, f, runOptions{workers: true})
 }
 
 type runOptions struct {
@@ -56,34 +53,17 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	log := st.Logger(e.logFile)
 	log.Debug("settings", slog.Any("settings", st))
-	db, err := st.OpenDatabase(ctx)
+	db, err := stack.Open(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if db.Postgres != nil {
-		return serveOn[pgx.Tx](ctx, e, st, log, db.Postgres, o)
-	}
-	return serveOn(ctx, e, st, log, db.SQLite, o)
-}
-
-func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slog.Logger, drv driver.Driver[TTx], o runOptions) error {
-	if _, err := drv.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate %s: %w", drv.Name(), err)
+	if _, err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s: %w", db.Name, err)
 	}
 	providers, err := st.BuildProviders(log)
 	if err != nil {
 		return err
-	}
-	metrics := server.NewMetrics()
-	cfg := st.ClientConfig()
-	cfg.Providers = providers
-	cfg.Eligibility = server.PreferenceEligibility(drv)
-	cfg.Observer = metrics
-	cfg.Logger = log
-	client, err := oncepush.NewClient(drv, cfg)
-	if err != nil {
-		return &config.Error{Setting: "engine", Problem: err.Error()}
 	}
 	if len(providers) == 0 && o.workers {
 		log.Warn("no provider is configured: every device's delivery will be recorded as rejected (set providers in --config)")
@@ -112,17 +92,22 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 		ln  net.Listener
 	}
 	var servers []served
-	var srv *server.Server[TTx]
+	metrics := server.NewMetrics()
+	cfg := st.ClientConfig()
+	cfg.Providers = providers
+	cfg.Observer = metrics
+	cfg.Logger = log
+	var so *stack.ServerOptions
 	if apiLn != nil || opsLn != nil {
-		if srv, err = server.New(server.Options[TTx]{
-			Client: client, Driver: drv, Metrics: metrics, Logger: log,
-			MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(), SeparateMetrics: opsLn != nil,
-		}); err != nil {
-			return err
-		}
+		so = &stack.ServerOptions{Metrics: metrics, MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(), SeparateMetrics: opsLn != nil}
 	}
+	stk, err := db.Assemble(cfg, so)
+	if err != nil {
+		return &config.Error{Setting: "engine", Problem: err.Error()}
+	}
+	client, srv := stk.Client, stk.Server
 	if apiLn != nil {
-		if err := firstKey(ctx, e, drv); err != nil {
+		if err := firstKey(ctx, e, db.Exec); err != nil {
 			return err
 		}
 		servers = append(servers, served{httpServer(srv.Handler(), errorLog), apiLn})
@@ -154,7 +139,7 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	for _, s := range servers {
 		go func() { serveErr <- s.srv.Serve(s.ln) }()
 	}
-	attrs := []any{slog.String("database", drv.Name()), slog.Int("providers", len(providers)), slog.String("version", version())}
+	attrs := []any{slog.String("database", db.Name), slog.Int("providers", len(providers)), slog.String("version", version())}
 	if opsLn != nil {
 		attrs = append(attrs, slog.String("metrics_listen", opsLn.Addr().String()))
 	}
@@ -214,15 +199,15 @@ func httpServer(h http.Handler, errorLog *log.Logger) *http.Server {
 
 // firstKey creates an admin key on the first start (when there is none) and
 // prints it once, to stdout, never to the log.
-func firstKey[TTx any](ctx context.Context, e *env, drv driver.Driver[TTx]) error {
-	keys, err := drv.Exec().APIKeyList(ctx)
+func firstKey(ctx context.Context, e *env, ex driver.Executor) error {
+	keys, err := ex.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("read API keys: %w", err)
 	}
 	if len(keys) > 0 {
 		return nil
 	}
-	k, err := createKey(ctx, drv, "first-start", []string{apikey.ScopeAdmin})
+	k, err := createKey(ctx, ex, "first-start", []string{apikey.ScopeAdmin})
 	if err != nil {
 		return err
 	}
@@ -232,12 +217,12 @@ func firstKey[TTx any](ctx context.Context, e *env, drv driver.Driver[TTx]) erro
 	return nil
 }
 
-func createKey[TTx any](ctx context.Context, drv driver.Driver[TTx], name string, scopes []string) (apikey.Key, error) {
+func createKey(ctx context.Context, ex driver.Executor, name string, scopes []string) (apikey.Key, error) {
 	k, err := apikey.New()
 	if err != nil {
 		return "", err
 	}
-	if err := drv.Exec().APIKeyInsert(ctx, &driver.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
+	if err := ex.APIKeyInsert(ctx, &driver.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
 		return "", fmt.Errorf("store API key: %w", err)
 	}
 	return k, nil

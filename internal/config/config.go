@@ -6,7 +6,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -21,8 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/fcm"
 	"github.com/oncepush/oncepush/provider/rustore"
@@ -89,29 +86,16 @@ type File struct {
 	Providers  Providers           `json:"providers,omitzero"`
 }
 
-// Engine mirrors oncepush.Config; zero means the library's default.
+// Engine is the "engine" section: an oncepush.Config, decoded by the json
+// tags of its fields (every field with a tag other than "-" is a setting), with
+// durations written as strings ("10s", "1h30m"). Zero means the library's
+// default.
 type Engine struct {
-	BatchSize              int      `json:"batchSize,omitempty"`
-	Workers                int      `json:"workers,omitempty"`
-	ConcurrentSends        int      `json:"concurrentSends,omitempty"`
-	RunBudget              Duration `json:"runBudget,omitempty"`
-	SendTimeout            Duration `json:"sendTimeout,omitempty"`
-	Lease                  Duration `json:"lease,omitempty"`
-	MaxAttempts            int      `json:"maxAttempts,omitempty"`
-	BackoffMin             Duration `json:"backoffMin,omitempty"`
-	BackoffMax             Duration `json:"backoffMax,omitempty"`
-	MessageLifetime        Duration `json:"messageLifetime,omitempty"`
-	Retention              Duration `json:"retention,omitempty"`
-	MaxDevicesPerRecipient int      `json:"maxDevicesPerRecipient,omitempty"`
-	CleanupInterval        Duration `json:"cleanupInterval,omitempty"`
-	PollInterval           Duration `json:"pollInterval,omitempty"`
-	Ambiguity              string   `json:"ambiguity,omitempty"`
+	oncepush.Config
 }
 
 // Category is a declared notification category.
-type Category struct {
-	Ambiguity string `json:"ambiguity,omitempty"`
-}
+type Category = oncepush.Category
 
 // Providers configure the transports; an absent one is not served (its
 // devices' deliveries are recorded as rejected with a text that says so).
@@ -193,8 +177,8 @@ func (st *Settings) LogValue() slog.Value {
 	}
 	database := st.Database
 	if strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://") {
-		database = redactURL(database)
-	} else if keywordDSN(database) {
+		database = RedactURL(database)
+	} else if KeywordDSN(database) {
 		database = "(a key=value string)"
 	}
 	attrs := []slog.Attr{
@@ -341,85 +325,14 @@ func (st *Settings) Logger(w *os.File) *slog.Logger {
 // ClientConfig is the engine configuration the settings describe (without
 // providers, eligibility, observer and logger, which the caller adds).
 func (st *Settings) ClientConfig() *oncepush.Config {
-	e := st.Engine
-	cfg := &oncepush.Config{
-		BatchSize: e.BatchSize, Workers: e.Workers, ConcurrentSends: e.ConcurrentSends,
-		RunBudget: time.Duration(e.RunBudget), SendTimeout: time.Duration(e.SendTimeout), Lease: time.Duration(e.Lease),
-		MaxAttempts: e.MaxAttempts, BackoffMin: time.Duration(e.BackoffMin), BackoffMax: time.Duration(e.BackoffMax),
-		MessageLifetime: time.Duration(e.MessageLifetime), Retention: time.Duration(e.Retention),
-		MaxDevicesPerRecipient: e.MaxDevicesPerRecipient, CleanupInterval: time.Duration(e.CleanupInterval),
-		PollInterval: time.Duration(e.PollInterval), Ambiguity: oncepush.AmbiguityPolicy(e.Ambiguity),
-	}
-	if st.Categories != nil {
-		cfg.Categories = map[string]oncepush.Category{}
-		for name, c := range st.Categories {
-			cfg.Categories[name] = oncepush.Category{Ambiguity: oncepush.AmbiguityPolicy(c.Ambiguity)}
-		}
-	}
-	return cfg
+	cfg := st.Engine.Config
+	cfg.Categories = st.Categories
+	return &cfg
 }
 
-// Database is an opened database: exactly one of Postgres and SQLite is set.
-type Database struct {
-	Postgres *postgres.Driver
-	SQLite   *sqlite.Driver
-	close    func()
-}
-
-// Close closes what OpenDatabase opened.
-func (d *Database) Close() { d.close() }
-
-// Kind is "postgres" or "sqlite".
-func (d *Database) Kind() string {
-	if d.Postgres != nil {
-		return "postgres"
-	}
-	return "sqlite"
-}
-
-// OpenDatabase opens the database the settings name: a postgres:// or
-// postgresql:// URL, or else a SQLite file path (an optional "sqlite:" prefix is
-// dropped). Nothing is written; Migrate is the caller's choice.
-func (st *Settings) OpenDatabase(ctx context.Context) (*Database, error) {
-	dsn := st.Database
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		cfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			return nil, settingErr("--database", "not a PostgreSQL URL: %v", err)
-		}
-		if !strings.Contains(dsn, "pool_max_conns") {
-			// pgxpool's default (4 on a 2-core host) queues concurrent API
-			// requests; the URL's pool_max_conns overrides this.
-			cfg.MaxConns = PoolMaxConnsDefault
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, settingErr("--database", "%v", err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := pool.Ping(pctx); err != nil {
-			pool.Close()
-			return nil, settingErr("--database", "cannot reach PostgreSQL at %s: %v", redactURL(dsn), err)
-		}
-		return &Database{Postgres: postgres.New(pool), close: pool.Close}, nil
-	}
-	if keywordDSN(dsn) {
-		// Taken as a SQLite path it would become a file named after the
-		// password, and the error would repeat it.
-		return nil, settingErr("--database", "is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
-	}
-	path := strings.TrimPrefix(dsn, "sqlite:")
-	drv, err := sqlite.Open(path, nil)
-	if err != nil {
-		return nil, settingErr("--database", "%v", err)
-	}
-	return &Database{SQLite: drv, close: func() { _ = drv.Close() }}, nil
-}
-
-// keywordDSN reports whether s is a libpq key=value connection string
-// ("host=db user=push password=…"), which OpenDatabase does not take.
-func keywordDSN(s string) bool {
+// KeywordDSN reports whether s is a libpq key=value connection string
+// ("host=db user=push password=…"), which --database does not take.
+func KeywordDSN(s string) bool {
 	for _, f := range strings.Fields(s) {
 		k, _, ok := strings.Cut(f, "=")
 		switch k {
@@ -539,7 +452,8 @@ func replaceTokenURI(sa []byte, uri string) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-func redactURL(s string) string {
+// RedactURL is a PostgreSQL URL without its password, for logs and errors.
+func RedactURL(s string) string {
 	cfg, err := pgxpool.ParseConfig(s)
 	if err != nil {
 		return "(unparsable URL)"

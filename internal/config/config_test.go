@@ -2,13 +2,17 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncepush/oncepush"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -141,40 +145,6 @@ func TestMetricsListen(t *testing.T) {
 	}
 }
 
-// TestDatabaseErrorsHideThePassword: a PostgreSQL URL that does not parse,
-// or a server that cannot be reached, is named without its password; a
-// libpq key=value string is refused rather than taken as a SQLite file
-// named after the password.
-func TestDatabaseErrorsHideThePassword(t *testing.T) {
-	t.Parallel()
-	const pw = "CANARY-db-password-7a6b5c"
-	for _, dsn := range []string{
-		"postgres://push:" + pw + "@127.0.0.1:notaport/db",
-		"postgres://push:" + pw + "@127.0.0.1:1/db?sslmode=bogus",
-		"postgres://push:" + pw + "@127.0.0.1:1/db?connect_timeout=1",
-		"host=127.0.0.1 user=push password=" + pw + " dbname=db",
-		"password=" + pw,
-	} {
-		st := &Settings{File: File{Database: dsn}}
-		db, err := st.OpenDatabase(t.Context())
-		if err == nil {
-			db.Close()
-			t.Errorf("%q opened", dsn)
-			continue
-		}
-		var se *Error
-		if !errors.As(err, &se) || se.Setting != "--database" || strings.Contains(err.Error(), pw) {
-			t.Errorf("%q: %v; want a --database error without the password", dsn, err)
-		}
-	}
-	if entries, _ := filepath.Glob("*" + pw + "*"); len(entries) != 0 {
-		t.Errorf("SQLite files named after the password were created: %v", entries)
-		for _, e := range entries {
-			_ = os.Remove(e)
-		}
-	}
-}
-
 // TestSettingsLogRedacted: the settings' debug line names files and hosts,
 // and says only whether a credential given inline is set.
 func TestSettingsLogRedacted(t *testing.T) {
@@ -197,6 +167,71 @@ func TestSettingsLogRedacted(t *testing.T) {
 		}
 		if !strings.Contains(out, "db.internal") || !strings.Contains(out, "[redacted]") {
 			t.Errorf("the settings line: %s", out)
+		}
+	}
+}
+
+// TestEveryEngineFieldIsASetting: each oncepush.Config field with a json tag
+// can be set from the file and arrives in ClientConfig unchanged, so a field
+// the library adds with a tag is a setting without another line in config.
+func TestEveryEngineFieldIsASetting(t *testing.T) {
+	t.Parallel()
+	want := oncepush.Config{}
+	v := reflect.ValueOf(&want).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if tag := f.Tag.Get("json"); tag == "" || tag == "-" {
+			continue
+		}
+		switch fv := v.Field(i); {
+		case f.Type == reflect.TypeFor[time.Duration]():
+			fv.SetInt(int64(time.Duration(i+1) * time.Minute))
+		case fv.Kind() == reflect.Int:
+			fv.SetInt(int64(i + 1))
+		case f.Type == reflect.TypeFor[oncepush.AmbiguityPolicy]():
+			fv.SetString(string(oncepush.AmbiguityAtMostOnce))
+		default:
+			t.Fatalf("Config.%s: a %s setting; teach this test (and the file's decoder) its form", f.Name, f.Type)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"engine": Engine{Config: want}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Load(Flags{Config: writeConfig(t, string(b))}, env(nil))
+	if err != nil {
+		// The values are arbitrary, so the engine may refuse them; only
+		// decoding is under test here.
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != "engine" {
+			t.Fatalf("%s: %v", b, err)
+		}
+		f := &File{}
+		if err := decodeFile(b, f); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		st = &Settings{File: *f}
+	}
+	if got := *st.ClientConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("file %s\ngave  %+v\nwant %+v", b, got, want)
+	}
+}
+
+// TestEngineErrorsNameTheKey: a bad engine value names the key as written.
+func TestEngineErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]string{
+		`{"engine": {"batchSize": "many"}}`:        "engine.batchSize",
+		`{"engine": {"runBudget": "soon"}}`:        "engine.runBudget",
+		`{"engine": {"runBudget": 5}}`:             "engine.runBudget",
+		`{"engine": {"batchsize": 5}}`:             "engine.batchsize",
+		`{"engine": {"providers": []}}`:            "engine.providers",
+		`{"engine": [1]}`:                          "engine",
+		`{"categories": {"x": {"amb": "resend"}}}`: "amb",
+	} {
+		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want an error naming %s", file, err, want)
 		}
 	}
 }

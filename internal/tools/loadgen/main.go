@@ -32,13 +32,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
+	"github.com/oncepush/oncepush/internal/stack"
 	"github.com/oncepush/oncepush/pushtest"
 	"github.com/oncepush/oncepush/pushtest/fakeproviders"
 )
@@ -89,19 +88,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	db, err := st.OpenDatabase(ctx)
+	db, err := stack.Open(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if db.Postgres != nil {
-		return bench[pgx.Tx](ctx, o, db.Postgres)
-	}
-	return bench(ctx, o, db.SQLite)
-}
-
-func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) error {
-	if _, err := drv.Migrate(ctx); err != nil {
+	if _, err := db.Migrate(ctx); err != nil {
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -115,22 +107,17 @@ func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) erro
 		return err
 	}
 	metrics := server.NewMetrics()
-	client, err := oncepush.NewClient(drv, &oncepush.Config{
-		Providers: providers, Eligibility: server.PreferenceEligibility(drv), Observer: metrics, Logger: quiet,
-		BatchSize: o.batch,
-	})
+	stk, err := db.Assemble(&oncepush.Config{Providers: providers, Observer: metrics, Logger: quiet, BatchSize: o.batch},
+		&stack.ServerOptions{Metrics: metrics})
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options[TTx]{Client: client, Driver: drv, Metrics: metrics, Logger: quiet})
-	if err != nil {
-		return err
-	}
+	client, srv := stk.Client, stk.Server
 	key, err := apikey.New()
 	if err != nil {
 		return err
 	}
-	if err := drv.Exec().APIKeyInsert(ctx, &driver.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
+	if err := db.Exec.APIKeyInsert(ctx, &driver.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -195,7 +182,7 @@ func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) erro
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	fmt.Fprintf(os.Stderr, "mode %s on %s for %s…\n", o.mode, drv.Name(), o.duration)
+	fmt.Fprintf(os.Stderr, "mode %s on %s for %s…\n", o.mode, db.Name, o.duration)
 	switch o.mode {
 	case "ingest", "fanout":
 		return ingest(ctx, o, call, names, runID, fake)

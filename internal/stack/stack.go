@@ -1,0 +1,173 @@
+// Package stack opens the storage the settings name and builds on it what a
+// command runs: the engine's client and, for the commands that serve, the HTTP
+// server. It is the one place that knows which storage drivers exist and what
+// their transaction types are; the commands above it work with a Storage and
+// a Stack, whatever the driver.
+//
+// Adding a storage driver means one case in Open; nothing in the commands.
+package stack
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/server"
+)
+
+// Storage is an opened database, free of its driver's transaction type.
+type Storage struct {
+	// Name is the driver's name: "postgres" or "sqlite".
+	Name string
+	// Exec runs the driver's operations outside a transaction.
+	Exec driver.Executor
+
+	migrate  func(context.Context) (*driver.MigrateResult, error)
+	assemble func(*oncepush.Config, *ServerOptions) (*Stack, error)
+	close    func()
+}
+
+// Stack is the engine, and the HTTP server when one was asked for, on a
+// Storage.
+type Stack struct {
+	// Client is the engine's client.
+	Client Engine
+	// Server is nil unless Assemble was given ServerOptions.
+	Server HTTPServer
+}
+
+// Engine is what the commands use of an oncepush.Client, whatever its
+// transaction type.
+type Engine interface {
+	Send(ctx context.Context, recipients []string, msg oncepush.Message, opts *oncepush.SendOptions) (oncepush.SendResult, error)
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// HTTPServer is what the commands use of a server.Server, whatever its
+// transaction type.
+type HTTPServer interface {
+	Handler() http.Handler
+	OperationsHandler() http.Handler
+	RefreshBacklog(ctx context.Context) error
+	WatchBacklog(ctx context.Context, every time.Duration)
+}
+
+// ServerOptions are server.Options without what Assemble supplies itself
+// (the client and the driver).
+type ServerOptions struct {
+	Metrics         *server.Metrics
+	SeparateMetrics bool
+	MaxBodyBytes    int64
+	Version         string
+}
+
+// Open opens the database the settings name: a postgres:// or postgresql://
+// URL, or else a SQLite file path (an optional "sqlite:" prefix is dropped).
+// Nothing is written; migrating is the caller's choice (Migrate). Errors name
+// the --database setting and never hold a password.
+func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
+	dsn := st.Database
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		pool, err := openPool(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		return on[pgx.Tx](postgres.New(pool), pool.Close), nil
+	}
+	if config.KeywordDSN(dsn) {
+		// Taken as a SQLite path it would become a file named after the
+		// password, and the error would repeat it.
+		return nil, databaseErr("is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
+	}
+	drv, err := sqlite.Open(strings.TrimPrefix(dsn, "sqlite:"), nil)
+	if err != nil {
+		return nil, databaseErr(err.Error())
+	}
+	return on(drv, func() { _ = drv.Close() }), nil
+}
+
+func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, databaseErr("not a PostgreSQL URL: " + err.Error())
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgxpool's default (4 on a 2-core host) queues concurrent API
+		// requests; the URL's pool_max_conns overrides this.
+		cfg.MaxConns = config.PoolMaxConnsDefault
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, databaseErr(err.Error())
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, databaseErr("cannot reach PostgreSQL at " + config.RedactURL(dsn) + ": " + err.Error())
+	}
+	return pool, nil
+}
+
+func databaseErr(problem string) error { return &config.Error{Setting: "--database", Problem: problem} }
+
+// on erases drv's transaction type: every operation a command needs is a
+// closure over the typed driver.
+func on[TTx any](drv driver.Driver[TTx], close func()) *Storage {
+	return &Storage{
+		Name:    drv.Name(),
+		Exec:    drv.Exec(),
+		migrate: drv.Migrate,
+		close:   close,
+		assemble: func(cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
+			return assemble(drv, cfg, so)
+		},
+	}
+}
+
+// Close closes what Open opened.
+func (s *Storage) Close() { s.close() }
+
+// Migrate applies the driver's migrations.
+func (s *Storage) Migrate(ctx context.Context) (*driver.MigrateResult, error) { return s.migrate(ctx) }
+
+// Assemble builds the engine on the storage with cfg, reading recipients'
+// preferences as its eligibility rule unless cfg has one, and the HTTP server
+// when so is not nil. cfg's errors are the library's, naming its field.
+func (s *Storage) Assemble(cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
+	return s.assemble(cfg, so)
+}
+
+func assemble[TTx any](drv driver.Driver[TTx], cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
+	c := *cfg
+	if c.Eligibility == nil {
+		c.Eligibility = server.PreferenceEligibility(drv)
+	}
+	client, err := oncepush.NewClient(drv, &c)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stack{Client: client}
+	if so == nil {
+		return st, nil
+	}
+	srv, err := server.New(server.Options[TTx]{
+		Client: client, Driver: drv, Metrics: so.Metrics, Logger: c.Logger,
+		MaxBodyBytes: so.MaxBodyBytes, Version: so.Version, SeparateMetrics: so.SeparateMetrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Server = srv
+	return st, nil
+}
