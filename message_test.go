@@ -42,7 +42,7 @@ func eachDriver(t *testing.T, fn func(t *testing.T, l *lib)) {
 			t.Parallel()
 			switch db {
 			case "sqlite":
-				drv, err := sqlite.Open(filepath.Join(t.TempDir(), "oncepush.db"), nil)
+				drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

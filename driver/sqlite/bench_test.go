@@ -24,7 +24,7 @@ func BenchmarkDrain(b *testing.B) {
 						opts := func(maxConns int) *sqlite.Options {
 							return &sqlite.Options{MaxConns: maxConns, SynchronousNormal: sync == "normal"}
 						}
-						first, err := sqlite.Open(path, opts(0))
+						first, err := sqlite.Open(b.Context(), path, opts(0))
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -33,7 +33,7 @@ func BenchmarkDrain(b *testing.B) {
 							b.Fatal(err)
 						}
 						return func(maxConns int) driver.Driver[*sql.Tx] {
-							d, err := sqlite.Open(path, opts(maxConns))
+							d, err := sqlite.Open(b.Context(), path, opts(maxConns))
 							if err != nil {
 								b.Fatal(err)
 							}

@@ -26,7 +26,7 @@ func newDB(t *testing.T) drivertest.DB[*sql.Tx] {
 // open opens a driver on the file and closes it when the test ends.
 func open(t *testing.T, path string, opts *sqlite.Options) *sqlite.Driver {
 	t.Helper()
-	drv, err := sqlite.Open(path, opts)
+	drv, err := sqlite.Open(t.Context(), path, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 // the query repeats its predicate, which is easy to forget.
 func TestQueriesReadThroughIndexes(t *testing.T) {
 	t.Parallel()
-	drv, err := Open(filepath.Join(t.TempDir(), "plans.db"), nil)
+	drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 // cursor, so a deep page does not walk (and test) every row before it.
 func TestListsSeekTheirCursor(t *testing.T) {
 	t.Parallel()
-	drv, err := Open(filepath.Join(t.TempDir(), "plans.db"), nil)
+	drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

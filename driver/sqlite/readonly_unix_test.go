@@ -32,7 +32,7 @@ func TestOpenRefusesReadOnly(t *testing.T) {
 		}
 	}
 	for _, p := range []string{filepath.Join(roDir, "mine.db"), filepath.Join(rwDir, "theirs.db")} {
-		drv, err := sqlite.Open(p, nil)
+		drv, err := sqlite.Open(t.Context(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func checkReadOnly(t *testing.T, roDir, rwDir string) {
 		{"read-only file", rwDir, "theirs.db"},
 	} {
 		before := dirState(t, tc.dir)
-		drv, err := sqlite.Open(filepath.Join(tc.dir, tc.file), nil)
+		drv, err := sqlite.Open(t.Context(), filepath.Join(tc.dir, tc.file), nil)
 		if err == nil {
 			drv.Close()
 			t.Errorf("%s: Open succeeded", tc.name)

@@ -3,7 +3,7 @@
 // embedded default, for a single server or a small deployment; when several hosts
 // must share the ledger, use driver/postgres.
 //
-//	drv, err := sqlite.Open("/var/lib/oncepush/oncepush.db", nil)
+//	drv, err := sqlite.Open(ctx, "/var/lib/oncepush/oncepush.db", nil)
 //	defer drv.Close()
 //	if _, err := drv.Migrate(ctx); err != nil { … }
 //	client, err := oncepush.NewClient(drv, &oncepush.Config{…})
@@ -170,12 +170,13 @@ func withDefaults(opts *Options) Options {
 // the file and directory can be written (else ErrReadOnly), and it is an SQLite
 // database that passes PRAGMA quick_check (else ErrCorrupt; see
 // Options.SkipQuickCheck). On any of these failures it leaves the file and its
-// directory as they were. It does not migrate: call Migrate. Close the driver
-// when done. opts may be nil.
+// directory as they were. ctx bounds the checks (quick_check reads the whole
+// file). It does not migrate: call Migrate. Close the driver when done. opts
+// may be nil.
 //
 // path is a file system path, not a URI; ":memory:" is refused (every
 // connection would see a database of its own).
-func Open(path string, opts *Options) (*Driver, error) {
+func Open(ctx context.Context, path string, opts *Options) (*Driver, error) {
 	o := withDefaults(opts)
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("sqlite: open %q: want the path of a database file", path)
@@ -193,7 +194,7 @@ func Open(path string, opts *Options) (*Driver, error) {
 	}
 	db.SetMaxOpenConns(o.MaxConns)
 	db.SetMaxIdleConns(o.MaxConns)
-	if err := checkDB(db, abs, !o.SkipQuickCheck); err != nil {
+	if err := checkDB(ctx, db, abs, !o.SkipQuickCheck); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -237,8 +238,7 @@ func checkPath(path string) error {
 // checkDB opens the first connection (which applies the DSN's pragmas) and
 // checks that the file is a database the process can write and, when
 // quickCheck, that PRAGMA quick_check finds it healthy.
-func checkDB(db *sql.DB, path string, quickCheck bool) error {
-	ctx := context.Background()
+func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return openError(path, err)

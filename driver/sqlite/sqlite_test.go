@@ -163,7 +163,7 @@ func TestOpenRefusesBadInput(t *testing.T) {
 			dir := t.TempDir()
 			path := tc.prepare(t, dir)
 			before := dirState(t, dir)
-			drv, err := sqlite.Open(path, nil)
+			drv, err := sqlite.Open(t.Context(), path, nil)
 			if err == nil {
 				drv.Close()
 				t.Fatalf("Open(%s) succeeded", path)
@@ -230,7 +230,7 @@ func TestSkipQuickCheck(t *testing.T) {
 		return err
 	})
 	opts := &sqlite.Options{SkipQuickCheck: true}
-	drv, err := sqlite.Open(damaged, opts)
+	drv, err := sqlite.Open(t.Context(), damaged, opts)
 	if err != nil {
 		t.Fatalf("Open with SkipQuickCheck: %v", err)
 	}
@@ -239,7 +239,7 @@ func TestSkipQuickCheck(t *testing.T) {
 	if err := os.WriteFile(notDB, slices.Repeat([]byte("not a database "), 300), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if drv, err := sqlite.Open(notDB, opts); !errors.Is(err, sqlite.ErrCorrupt) {
+	if drv, err := sqlite.Open(t.Context(), notDB, opts); !errors.Is(err, sqlite.ErrCorrupt) {
 		if err == nil {
 			drv.Close()
 		}
@@ -275,7 +275,7 @@ func TestSchemaTooNewChangesNothing(t *testing.T) {
 	dir := filepath.Dir(path)
 	before := dirState(t, dir)
 
-	newer, err := sqlite.Open(path, nil)
+	newer, err := sqlite.Open(t.Context(), path, nil)
 	if err != nil {
 		t.Fatalf("Open of a newer database: %v", err)
 	}
@@ -643,4 +643,20 @@ func allVersions(n int) []int {
 		out[i] = i + 1
 	}
 	return out
+}
+
+// TestOpenHonoursItsContext: the checks at open (quick_check reads the whole
+// file) run under the caller's context, so a caller can bound them.
+func TestOpenHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	drv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cancelled.db"), nil)
+	if err == nil {
+		drv.Close()
+		t.Fatal("Open with a cancelled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Open with a cancelled context: %v, want an error wrapping context.Canceled", err)
+	}
 }

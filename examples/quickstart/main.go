@@ -51,7 +51,7 @@ func run(dbPath string, verbose bool) error {
 		defer os.RemoveAll(dir)
 		dbPath = filepath.Join(dir, "oncepush.db")
 	}
-	drv, err := sqlite.Open(dbPath, nil)
+	drv, err := sqlite.Open(ctx, dbPath, nil)
 	if err != nil {
 		return err
 	}

@@ -146,7 +146,7 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "oncepush.db")
 		e.sqlitePath = path
-		drv, err := sqlite.Open(path, &sqlite.Options{BusyTimeout: o.sqliteBusyTimeout})
+		drv, err := sqlite.Open(t.Context(), path, &sqlite.Options{BusyTimeout: o.sqliteBusyTimeout})
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}

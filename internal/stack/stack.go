@@ -89,7 +89,7 @@ func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
 		// password, and the error would repeat it.
 		return nil, databaseErr("is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
 	}
-	drv, err := sqlite.Open(strings.TrimPrefix(dsn, "sqlite:"), nil)
+	drv, err := sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"), nil)
 	if err != nil {
 		return nil, databaseErr(err.Error())
 	}
