@@ -1,6 +1,8 @@
 package blackbox
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/failpoint"
 )
@@ -73,13 +78,16 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		f.latency(oncepush.TransportAPNs, time.Hour)
 	}
 	dbURL := db.new(t)
+	// Generous send timeout and run budget: a send that timed out on a busy
+	// machine would be an outcome of its own and change the counts. The lease
+	// (their default) is not waited for: the test expires it once the worker
+	// is dead (expireLeases).
 	cfg := f.serverConfig(t, func(c *config.File) {
 		c.Engine.Workers = 1
 		c.Engine.BatchSize = crashDeliveries
 		c.Engine.ConcurrentSends = crashDeliveries
-		c.Engine.RunBudget = time.Second
-		c.Engine.SendTimeout = time.Second
-		c.Engine.Lease = 3 * time.Second
+		c.Engine.RunBudget = time.Minute
+		c.Engine.SendTimeout = time.Minute
 		c.Engine.PollInterval = 50 * time.Millisecond
 	})
 	api := startServe(t, bin, dbURL, cfg, true, "--no-workers")
@@ -118,6 +126,10 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.err)
 	}
 
+	// The dead worker's leases end now rather than in minutes: the rows are
+	// as a lease expiry leaves them (pending, due, the dead run's lease id),
+	// which is what recovery reads.
+	expireLeases(t, db, dbURL)
 	rescuer := start(t, bin, "work", "--database", dbURL, "--config", cfg, "--log-format", "json")
 	rescuer.waitFor(rescuer.stderr, "that it is working", func(s string) (string, bool) {
 		return "", strings.Contains(s, `"msg":"oncepush working"`)
@@ -165,5 +177,35 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		if len(got) == 2 && got[0] != got[1] {
 			t.Fatalf("%s: the resend changed identity: %v", d.Recipient, got)
 		}
+	}
+}
+
+// expireLeases ends every lease in the database now: each pending delivery
+// becomes due, keeping the lease id of the run that held it. It stands in for
+// waiting out the lease, which would make the test as slow as the lease is
+// long, or, with a lease short enough to wait for, tie it to send timeouts a
+// busy machine can exceed.
+func expireLeases(t *testing.T, db database, url string) {
+	t.Helper()
+	const pending = "UPDATE oncepush_delivery SET next_attempt_at = %s WHERE status = 'pending'"
+	var err error
+	switch db.name {
+	case "sqlite":
+		var h *sql.DB
+		if h, err = sql.Open("sqlite", sqlite.DSN(url, nil)); err == nil {
+			_, err = h.ExecContext(t.Context(), fmt.Sprintf(pending, "?"), time.Now().Add(-time.Second).UnixMicro())
+			h.Close()
+		}
+	case "postgres":
+		var c *pgx.Conn
+		if c, err = pgx.Connect(t.Context(), url); err == nil {
+			_, err = c.Exec(t.Context(), fmt.Sprintf(pending, "now() - interval '1 second'"))
+			c.Close(context.Background())
+		}
+	default:
+		t.Fatalf("expireLeases: no SQL for %s", db.name)
+	}
+	if err != nil {
+		t.Fatalf("expire the dead worker's leases: %v", err)
 	}
 }
