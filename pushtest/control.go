@@ -386,7 +386,7 @@ func (s *FakeServer) controlLatency(w http.ResponseWriter, r *http.Request) {
 }
 
 func controlTransport(field string, t oncepush.Transport) (oncepush.Transport, error) {
-	if !slices.Contains(oncepush.Transports, t) {
+	if !slices.Contains(oncepush.Transports(), t) {
 		return "", fmt.Errorf("%s: %q is not one of fcm, apns, webpush, rustore", field, t)
 	}
 	return t, nil

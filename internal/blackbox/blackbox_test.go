@@ -120,7 +120,7 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 	for _, pr := range providers {
 		got[pr.Transport()] = true
 	}
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		if !got[tr] {
 			t.Errorf("no %s provider configured", tr)
 		}
@@ -206,7 +206,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 
 	const who = "u_8831"
 	fakeToken := map[oncepush.Transport]string{}
-	for i, tr := range oncepush.Transports {
+	for i, tr := range oncepush.Transports() {
 		tok, ft := token(f, tr, i)
 		s.register(who, tr, tok)
 		fakeToken[tr] = ft
@@ -269,7 +269,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 	if status != http.StatusOK {
 		t.Fatalf("/metrics: %d", status)
 	}
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		if !strings.Contains(string(body), fmt.Sprintf(`transport="%s"`, tr)) {
 			t.Errorf("/metrics has no series for transport %s", tr)
 		}

@@ -128,7 +128,7 @@ func testCanaries(t *testing.T, bin string, db database) {
 	}
 	var devices []device
 	for i, who := range []string{"u_canary_ok", "u_canary_echo", "u_canary_creds"} {
-		for _, tr := range oncepush.Transports {
+		for _, tr := range oncepush.Transports() {
 			d := device{recipient: who, tr: tr}
 			switch tr {
 			case oncepush.TransportAPNs:
