@@ -85,6 +85,10 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	for _, p := range c.Providers {
 		cl.providers[p.Transport()] = p
 		cl.sems[p.Transport()] = make(chan struct{}, c.ConcurrentSends)
+		// One clock: the providers tell the engine's time (ClockUser).
+		if u, ok := p.(ClockUser); ok && c.Clock != nil {
+			u.UseClock(c.Clock)
+		}
 	}
 	return cl, nil
 }
