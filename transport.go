@@ -2,6 +2,7 @@ package oncepush
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -82,6 +83,7 @@ func newTransportTable(specs []TransportSpec) (*transportTable, error) {
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("oncepush: Config.Transports is empty; leave it nil for the built-in transports")
 	}
+	specs = slices.Clone(specs) // the table's own: Config() hands out its slice
 	t := &transportTable{specs: specs, byName: make(map[Transport]*TransportSpec, len(specs))}
 	names := make([]string, len(specs))
 	for i := range specs {
