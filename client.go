@@ -42,6 +42,8 @@ type clientCore struct {
 	providers map[Transport]Provider
 	sems      map[Transport]chan struct{}
 
+	transports *transportTable // cfg.Transports, checked
+
 	throttleMu sync.Mutex
 	throttle   map[Transport]time.Time // no sends to the transport before this (monotonic)
 
@@ -76,12 +78,17 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl.exec = d.Exec
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
 	cl.obs = guardedObserver{o: c.Observer, log: cl.log}
+	cl.transports, _ = newTransportTable(c.Transports) // checked by withDefaults
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
 	cl.throttle = map[Transport]time.Time{}
 	for _, p := range c.Providers {
 		cl.providers[p.Transport()] = p
 		cl.sems[p.Transport()] = make(chan struct{}, c.ConcurrentSends)
+		// One clock: the providers tell the engine's time (ClockUser).
+		if u, ok := p.(ClockUser); ok && c.Clock != nil {
+			u.UseClock(c.Clock)
+		}
 	}
 	return cl, nil
 }
@@ -261,17 +268,13 @@ func (c *Client[TTx]) RegisterDeviceTx(ctx context.Context, tx TTx, d Device) (*
 }
 
 func (c *clientCore) registerDevice(ctx context.Context, ex driver.Executor, d Device) (*Device, error) {
-	token, key, err := normalizeDevice(&d)
+	token, key, err := c.transports.normalizeDevice(&d)
 	if err != nil {
 		return nil, err
 	}
 	if v, ok := c.providers[d.Transport].(TokenValidator); ok {
 		if err := v.ValidateToken(Token(token)); err != nil {
-			var ve *ValidationError
-			if errors.As(err, &ve) {
-				return nil, err
-			}
-			return nil, &ValidationError{Field: "token", Message: err.Error()}
+			return nil, asValidation("token", err)
 		}
 	}
 	row, err := ex.DeviceRegister(ctx, &driver.DeviceRegisterParams{
@@ -307,10 +310,7 @@ func (c *Client[TTx]) UnregisterDevice(ctx context.Context, recipient string, tr
 			return err
 		}
 	}
-	if !transport.known() {
-		return invalid("transport", "%q is not one of fcm, apns, webpush, rustore", transport)
-	}
-	_, key, err := normalizeToken(transport, string(token))
+	_, key, err := c.transports.normalizeToken(transport, string(token))
 	if err != nil {
 		return err
 	}

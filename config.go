@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -41,7 +42,15 @@ type Category struct {
 type Config struct {
 	// Providers serve the transports; at most one per transport. A device whose
 	// transport has no provider is settled as rejected with a text that says so.
+	// A provider that implements ClockUser is given Clock, when set.
 	Providers []Provider `json:"-"`
+
+	// Transports are the transports the client knows: their token rules,
+	// payload limits and reserved data keys (see TransportSpec). A device,
+	// provider or unregistration naming another transport is refused. Nil
+	// means BuiltinTransports(); add a transport with
+	// append(BuiltinTransports(), spec).
+	Transports []TransportSpec `json:"-"`
 
 	// Eligibility decides at claim time who receives what. Nil sends to everyone.
 	Eligibility Eligibility `json:"-"`
@@ -93,7 +102,8 @@ type Config struct {
 	Observer Observer `json:"-"`
 
 	// Clock, when set, replaces the database's clock for scheduling, leases,
-	// expiry and backoff (tests). Nil: the database's now().
+	// expiry and backoff (tests), and is handed to the providers that
+	// implement ClockUser. Nil: the database's now().
 	Clock Clock `json:"-"`
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger `json:"-"`
@@ -171,14 +181,23 @@ func (cfg *Config) withDefaults() (*Config, error) {
 			return nil, fmt.Errorf("oncepush: Config.Categories[%q].Ambiguity %q is neither %q nor %q", name, cat.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
 		}
 	}
+	if c.Transports == nil {
+		c.Transports = BuiltinTransports()
+	} else {
+		c.Transports = slices.Clone(c.Transports) // the client's own, whatever the caller does with theirs
+	}
+	transports, err := newTransportTable(c.Transports)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[Transport]bool{}
 	for i, p := range c.Providers {
 		if p == nil {
 			return nil, fmt.Errorf("oncepush: Config.Providers[%d] is nil", i)
 		}
 		t := p.Transport()
-		if !t.known() {
-			return nil, fmt.Errorf("oncepush: Config.Providers[%d] serves unknown transport %q", i, t)
+		if _, err := transports.spec("transport", t); err != nil {
+			return nil, fmt.Errorf("oncepush: Config.Providers[%d] serves unknown transport %q (the transports are %s)", i, t, transports.list)
 		}
 		if seen[t] {
 			return nil, fmt.Errorf("oncepush: Config.Providers has two providers for %q", t)

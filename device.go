@@ -1,37 +1,12 @@
 package oncepush
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 )
-
-// Transport names a push service.
-type Transport string
-
-// The transports oncepush speaks.
-const (
-	TransportFCM     Transport = "fcm"
-	TransportAPNs    Transport = "apns"
-	TransportWebPush Transport = "webpush"
-	TransportRuStore Transport = "rustore"
-)
-
-// Transports lists the known transports.
-var Transports = []Transport{TransportFCM, TransportAPNs, TransportWebPush, TransportRuStore}
-
-func (t Transport) known() bool {
-	switch t {
-	case TransportFCM, TransportAPNs, TransportWebPush, TransportRuStore:
-		return true
-	}
-	return false
-}
 
 // Token is a device token (for Web Push: the subscription JSON). It is a secret
 // of the device's owner: it logs itself masked.
@@ -134,15 +109,12 @@ func validateSession(s string) error {
 }
 
 // normalizeDevice checks a registration and returns the token in its canonical
-// form and the key that makes it unique within its transport.
-func normalizeDevice(d *Device) (token, tokenKey string, err error) {
+// form and the key that makes it unique within its transport (t's rules).
+func (t *transportTable) normalizeDevice(d *Device) (token, tokenKey string, err error) {
 	if err := validateRecipient("recipient", d.Recipient); err != nil {
 		return "", "", err
 	}
-	if !d.Transport.known() {
-		return "", "", invalid("transport", "%q is not one of fcm, apns, webpush, rustore", d.Transport)
-	}
-	token, tokenKey, err = normalizeToken(d.Transport, string(d.Token))
+	token, tokenKey, err = t.normalizeToken(d.Transport, string(d.Token))
 	if err != nil {
 		return "", "", err
 	}
@@ -168,100 +140,4 @@ func normalizeDevice(d *Device) (token, tokenKey string, err error) {
 		}
 	}
 	return token, tokenKey, nil
-}
-
-// normalizeToken checks a token's shape for its transport.
-func normalizeToken(t Transport, token string) (canonical, key string, err error) {
-	if token == "" {
-		return "", "", invalid("token", "must not be empty")
-	}
-	if err := checkText("token", token); err != nil {
-		return "", "", err
-	}
-	if len(token) > maxTokenLen {
-		return "", "", invalid("token", "is %d bytes, at most %d allowed", len(token), maxTokenLen)
-	}
-	switch t {
-	case TransportAPNs:
-		// 32 bytes today; Apple reserves the right to make tokens longer.
-		lower := strings.ToLower(token)
-		if b, err := hex.DecodeString(lower); err != nil || len(b) < 32 || len(b) > 100 {
-			return "", "", invalid("token", "an APNs device token is 64 to 200 hexadecimal characters")
-		}
-		return lower, lower, nil
-	case TransportFCM, TransportRuStore:
-		if len(token) < 8 {
-			return "", "", invalid("token", "is too short to be a %s registration token", t)
-		}
-		for _, r := range token {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_:.", r)) {
-				return "", "", invalid("token", "a %s registration token holds only letters, digits and - _ : .", t)
-			}
-		}
-		return token, token, nil
-	case TransportWebPush:
-		return normalizeSubscription(token)
-	}
-	return "", "", invalid("transport", "%q is not one of fcm, apns, webpush, rustore", t)
-}
-
-type webPushSubscription struct {
-	Endpoint string `json:"endpoint"`
-	Keys     struct {
-		Auth   string `json:"auth"`
-		P256dh string `json:"p256dh"`
-	} `json:"keys"`
-}
-
-// WebPushSubscription is a browser's PushSubscription, as the token of a Web Push
-// device.
-type WebPushSubscription struct {
-	Endpoint string // the push service URL (https)
-	P256dh   []byte // the user agent's P-256 public key, uncompressed (65 bytes)
-	Auth     []byte // the 16-byte authentication secret
-}
-
-// ParseWebPushSubscription decodes a Web Push device token.
-func ParseWebPushSubscription(token string) (*WebPushSubscription, error) {
-	var s webPushSubscription
-	dec := json.NewDecoder(bytes.NewReader([]byte(token)))
-	if err := dec.Decode(&s); err != nil {
-		return nil, invalid("token", "a Web Push token is the subscription JSON {\"endpoint\", \"keys\": {\"p256dh\", \"auth\"}}: %v", err)
-	}
-	u, err := url.Parse(s.Endpoint)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return nil, invalid("token", "the subscription endpoint must be an https URL")
-	}
-	p256dh, err := decodeBase64URL(s.Keys.P256dh)
-	if err != nil || len(p256dh) != 65 || p256dh[0] != 4 {
-		return nil, invalid("token", "keys.p256dh must be an uncompressed P-256 public key (65 bytes, base64url)")
-	}
-	auth, err := decodeBase64URL(s.Keys.Auth)
-	if err != nil || len(auth) != 16 {
-		return nil, invalid("token", "keys.auth must be 16 bytes, base64url")
-	}
-	return &WebPushSubscription{Endpoint: s.Endpoint, P256dh: p256dh, Auth: auth}, nil
-}
-
-// Token encodes the subscription as a Web Push device token.
-func (s WebPushSubscription) Token() Token {
-	var w webPushSubscription
-	w.Endpoint = s.Endpoint
-	w.Keys.P256dh = base64.RawURLEncoding.EncodeToString(s.P256dh)
-	w.Keys.Auth = base64.RawURLEncoding.EncodeToString(s.Auth)
-	b, _ := json.Marshal(w)
-	return Token(b)
-}
-
-func normalizeSubscription(token string) (string, string, error) {
-	s, err := ParseWebPushSubscription(token)
-	if err != nil {
-		return "", "", err
-	}
-	return string(s.Token()), s.Endpoint, nil
-}
-
-// decodeBase64URL accepts base64url with or without padding, as browsers differ.
-func decodeBase64URL(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }

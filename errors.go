@@ -23,6 +23,17 @@ func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// asValidation returns err as a *ValidationError: itself if it is one,
+// else one naming field with err's text (a rule written outside this
+// package refused the input).
+func asValidation(field string, err error) error {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return err
+	}
+	return &ValidationError{Field: field, Message: err.Error()}
+}
+
 // Errors callers may test for with errors.Is.
 var (
 	// ErrSessionRevoked: a device was registered under a revoked session.

@@ -9,7 +9,6 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.59.0
-	golang.org/x/oauth2 v0.38.0
 	modernc.org/sqlite v1.62.0
 )
 

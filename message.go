@@ -28,7 +28,9 @@ type Message struct {
 	// Data travels with the push (as string values: strings as they are, other
 	// values JSON-encoded). At most 4096 bytes encoded, the smallest provider's
 	// payload limit. The key "oncepush_id" is reserved: it carries the
-	// notification id so a client can keep a seen-set. Numbers travel as
+	// notification id so a client can keep a seen-set; so are the keys any of
+	// the client's transports reserves (TransportSpec.ReservedDataKey: FCM's
+	// from, gcm, message_type, google…, collapse_key…). Numbers travel as
 	// encoding/json writes them: give json.Number (or json.RawMessage) to keep
 	// digits a float64 cannot hold, such as 9007199254740993.
 	Data map[string]any
@@ -114,22 +116,18 @@ type SendResult struct {
 const (
 	// MaxRecipients is the most recipients one send takes; use a campaign beyond.
 	MaxRecipients = 10000
-	// MaxDataBytes is the most bytes the encoded data may take.
+	// MaxDataBytes is the most bytes the encoded data may take (less when a
+	// transport of Config.Transports carries less: its MaxPayload).
 	MaxDataBytes = 4096
-	// MaxPayloadBytes bounds title, body, data, link and image together, so that
-	// every provider's limit (4096 bytes for FCM, APNs and Web Push) can hold them.
+	// MaxPayloadBytes bounds title, body, data, link and image together with
+	// the built-in transports, whose MaxPayload it is: a client's bound is the
+	// smallest MaxPayload of its Config.Transports.
 	MaxPayloadBytes = 4096
 	// MaxLifetime is the longest lifetime (FCM's TTL limit).
 	MaxLifetime = 28 * 24 * time.Hour
 	maxTypeLen  = 100
 	maxKeyLen   = 200
 )
-
-// reservedDataKeys are refused in Data: oncepush's own key, and FCM's reserved words.
-func reservedDataKey(k string) bool {
-	return k == "oncepush_id" || k == "from" || k == "gcm" || k == "message_type" ||
-		strings.HasPrefix(k, "google") || strings.HasPrefix(k, "collapse_key")
-}
 
 // prepared is a validated send, ready to write.
 type prepared struct {
@@ -183,7 +181,7 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 	}
 	if msg.Data != nil {
 		var err error
-		if p.data, err = encodeData(msg.Data); err != nil {
+		if p.data, err = encodeData(msg.Data, c.transports.reservedDataKey, min(MaxDataBytes, c.transports.maxPayload)); err != nil {
 			return nil, err
 		}
 	}
@@ -204,8 +202,8 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 			p.image = msg.Image
 		}
 	}
-	if size := len(msg.Title) + len(msg.Body) + len(p.data) + len(msg.Link) + len(p.image); size > MaxPayloadBytes {
-		return nil, invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, MaxPayloadBytes)
+	if size, limit := len(msg.Title)+len(msg.Body)+len(p.data)+len(msg.Link)+len(p.image), c.transports.maxPayload; size > limit {
+		return nil, invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, limit)
 	}
 
 	if len(opts.DedupKey) > maxKeyLen {
@@ -268,11 +266,11 @@ func checkText(field, s string) error {
 }
 
 // encodeData encodes a message's data for storage, refusing what would not
-// arrive as the caller wrote it: reserved keys, a size above MaxDataBytes, and
-// at any depth, keys and strings that checkText refuses or a lone surrogate.
-func encodeData(data map[string]any) ([]byte, error) {
+// arrive as the caller wrote it: reserved keys, a size above limit, and at
+// any depth, keys and strings that checkText refuses or a lone surrogate.
+func encodeData(data map[string]any, reserved func(string) bool, limit int) ([]byte, error) {
 	for k := range data {
-		if reservedDataKey(k) {
+		if reserved(k) {
 			return nil, invalid("data", "key %q is reserved", k)
 		}
 	}
@@ -283,8 +281,8 @@ func encodeData(data map[string]any) ([]byte, error) {
 		return nil, invalid("data", "cannot be encoded as JSON: %v", err)
 	}
 	out := bytes.TrimSpace(buf.Bytes())
-	if len(out) > MaxDataBytes {
-		return nil, invalid("data", "is %d bytes encoded, at most %d allowed", len(out), MaxDataBytes)
+	if len(out) > limit {
+		return nil, invalid("data", "is %d bytes encoded, at most %d allowed", len(out), limit)
 	}
 	// encoding/json replaces a Go string's invalid bytes with U+FFFD, so
 	// those are looked for in the values; what the encoding holds (NUL

@@ -28,6 +28,16 @@ type TokenValidator interface {
 	ValidateToken(token Token) error
 }
 
+// ClockUser is implemented by providers that tell time: TTLs and expiration
+// headers, access-token and JWT lifetimes, Retry-After dates. NewClient
+// calls UseClock with Config.Clock, when it is set, before the client sends
+// anything, so that a test moving the engine's clock moves the providers'
+// too. A provider configured with a clock of its own keeps that one. UseClock
+// must be safe to call while the provider is in use (by another client).
+type ClockUser interface {
+	UseClock(Clock)
+}
+
 // Submission is one notification for one device.
 type Submission struct {
 	// NotificationID is the delivery's notification id (32 hex characters);

@@ -239,3 +239,47 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 		t.Errorf("malformed messages were recorded: %d", n)
 	}
 }
+
+// TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
+// expires the access tokens it issued on that clock, not the wall clock, and
+// records its requests' times from it.
+func TestFakeRunsOnItsClock(t *testing.T) {
+	t.Parallel()
+	clock := pushtest.NewClock(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC))
+	fake := pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: clock})
+	acct := fcmAccountOf(t, fake, "proj-a")
+	onClock := func(h, c map[string]any) {
+		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
+	}
+	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
+		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
+	}
+	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, onClock))
+	access, _ := grant["access_token"].(string)
+	if access == "" {
+		t.Fatalf("an assertion on the fake's clock: no access token: %v", grant)
+	}
+	send := func() int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/proj-a/messages:send",
+			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
+		req.Header.Set("Authorization", "Bearer "+access)
+		resp, err := fake.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	clock.Advance(59 * time.Minute)
+	if status := send(); status != http.StatusOK {
+		t.Fatalf("a token 59 minutes old on the fake's clock: %d, want 200", status)
+	}
+	if r := fake.Requests()[0]; !r.ReceivedAt.Equal(clock.Now()) || !r.At.Equal(clock.Now()) {
+		t.Errorf("recorded at %v / %v, want the fake's now %v", r.ReceivedAt, r.At, clock.Now())
+	}
+	clock.Advance(time.Minute)
+	if status := send(); status != http.StatusUnauthorized {
+		t.Fatalf("a token an hour old on the fake's clock: %d, want 401", status)
+	}
+}

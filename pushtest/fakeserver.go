@@ -1,24 +1,9 @@
 package pushtest
 
 import (
-	"cmp"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/fakepush"
 )
 
 // FakeServer is one local HTTPS server (HTTP/2, with a certificate of its own)
@@ -42,127 +27,61 @@ import (
 // latency, or accepting the request and dropping the connection. Helpers hand
 // out matching credential files (FCMServiceAccount, APNsKey,
 // NewWebPushSubscription, RuStoreToken).
-type FakeServer struct {
-	// URL is the server's base URL, https://127.0.0.1:port.
-	URL string
-
-	srv  *httptest.Server
-	mux  *http.ServeMux
-	seq  atomic.Int64
-	cert *x509.Certificate
-
-	mu sync.Mutex
-	// reqs holds every request received since the last Reset, in arrival
-	// order; reqs[i].Seq == firstSeq+i. held indexes those not yet settled.
-	reqs     []FakeRequest
-	firstSeq int64
-	lastSeq  int64
-	held     map[int64]struct{}
-	settled  int // requests answered or dropped (what Count counts)
-	stats    FakeStats
-	programs map[programKey][]FakeAnswer
-	mixes    map[oncepush.Transport]*fakeMix
-	latency  map[oncepush.Transport]time.Duration
-	notify   chan struct{}
-
-	// Protocol state, one per file (fake_<transport>.go).
-	fcm     *fakeFCM
-	apns    *fakeAPNs
-	webpush *fakeWebPush
-	rustore *fakeRuStore
-}
-
-type programKey struct {
-	transport oncepush.Transport
-	token     string
-}
+//
+// The server is the one `oncepush fake-providers` runs; its methods are
+// documented where it is defined, in oncepush's internal/fakepush (Server).
+type FakeServer = fakepush.Server
 
 // FakeFate is what became of a request the fake received.
-type FakeFate string
+type FakeFate = fakepush.Fate
 
 // The fates of a request. Every request is recorded as FateHeld the moment
 // its body has been read whole, and settles into one of the others.
 const (
 	// FateHeld: received, its answer not written yet (programmed latency).
-	FateHeld FakeFate = "held"
+	FateHeld = fakepush.FateHeld
 	// FateAnswered: answered with Status.
-	FateAnswered FakeFate = "answered"
+	FateAnswered = fakepush.FateAnswered
 	// FateDropped: read whole, then the stream was reset without an answer
 	// (FakeAnswer.Drop): a provider that accepted it and whose answer was lost.
-	FateDropped FakeFate = "dropped"
+	FateDropped = fakepush.FateDropped
 	// FateAbandoned: the client went away (its context ended, its connection
 	// closed) while the fake held the answer. The fake had the whole request.
-	FateAbandoned FakeFate = "abandoned"
+	FateAbandoned = fakepush.FateAbandoned
 )
 
-// FakeRequest is one request the fake server received.
-type FakeRequest struct {
-	// Seq numbers the requests in arrival order, from 1, for the server's
-	// whole life (Reset does not start it again).
-	Seq       int64
-	Transport oncepush.Transport
-	// Token is the device token the request was for (for Web Push: the
-	// subscription endpoint's id under /webpush/).
-	Token string
-	// CollapseID is the provider-side collapse identity the request carried:
-	// apns-collapse-id, android.collapse_key, the Web Push Topic.
-	CollapseID string
-	// NotificationID is the "oncepush_id" the payload carried.
-	NotificationID string
-	// APNsID is the apns-id header (APNs only).
-	APNsID string
-	// Payload is the request body (for Web Push: the decrypted plaintext).
-	Payload []byte
-	// Header holds the request's headers (authorization removed).
-	Header http.Header
-	// Status is the HTTP status the fake answered (0 when it dropped the
-	// connection, or did not answer).
-	Status int
-	// Fate is what became of the request.
-	Fate FakeFate
-	// ReceivedAt is when the fake had read the whole request; At is when it
-	// settled (answered, dropped, or noticed the client was gone), zero while
-	// held.
-	ReceivedAt time.Time
-	At         time.Time
-	// RemoteAddr is the client's address (host:port of its connection).
-	RemoteAddr string
-}
+// FakeRequest is one request the fake server received: its Seq, Transport,
+// Token, CollapseID, NotificationID, APNsID, Payload, Header, Status, Fate,
+// ReceivedAt, At and RemoteAddr.
+type FakeRequest = fakepush.Request
 
 // FakeStats counts the requests received since the last Reset.
-type FakeStats struct {
-	Received  int `json:"received"`
-	Held      int `json:"held"`
-	Answered  int `json:"answered"`
-	Dropped   int `json:"dropped"`
-	Abandoned int `json:"abandoned"`
-}
+type FakeStats = fakepush.Stats
 
-// FakeAnswer is a programmed answer.
-type FakeAnswer struct {
-	// Status is the HTTP status; 0 means the protocol's success answer.
-	Status int
-	// Body is sent as is (JSON when it starts with "{").
-	Body string
-	// Header is added to the answer (e.g. "Retry-After").
-	Header http.Header
-	// Latency delays the answer (after the request was read).
-	Latency time.Duration
-	// Drop reads the request, then resets the stream without answering: the
-	// client cannot know whether it was accepted.
-	Drop bool
-}
+// FakeAnswer is a programmed answer: Status (0: the protocol's success),
+// Body, Header, Latency, or Drop.
+type FakeAnswer = fakepush.Answer
 
-// FakeOptions configure StartFakeServer.
-type FakeOptions struct {
-	// Addr is the address to listen on; default 127.0.0.1:0 (a free port).
-	Addr string
-}
+// FakeChoice is one answer of a mix (FakeServer.Mix), drawn with probability
+// Weight / (the sum of the mix's weights).
+type FakeChoice = fakepush.Choice
 
-// NewFakeServer starts a fake server for the test and closes it when the test ends.
+// FakeOptions configure StartFakeServer and NewFakeServerWith: the address
+// to listen on (Addr) and the fake's clock (Clock; give it the client's,
+// oncepush.Config.Clock, so that tokens expire as the test moves it).
+type FakeOptions = fakepush.Options
+
+// NewFakeServer starts a fake server on the wall clock for the test and
+// closes it when the test ends.
 func NewFakeServer(t testing.TB) *FakeServer {
 	t.Helper()
-	s, err := StartFakeServer(nil)
+	return NewFakeServerWith(t, nil)
+}
+
+// NewFakeServerWith is NewFakeServer with options: say, the test's Clock.
+func NewFakeServerWith(t testing.TB, opts *FakeOptions) *FakeServer {
+	t.Helper()
+	s, err := StartFakeServer(opts)
 	if err != nil {
 		t.Fatalf("pushtest: start fake server: %v", err)
 	}
@@ -171,342 +90,102 @@ func NewFakeServer(t testing.TB) *FakeServer {
 }
 
 // StartFakeServer starts a fake server; Close stops it.
-func StartFakeServer(opts *FakeOptions) (*FakeServer, error) {
-	if opts == nil {
-		opts = &FakeOptions{}
-	}
-	addr := opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("pushtest: listen on %s: %w", addr, err)
-	}
-	s := &FakeServer{
-		mux:      http.NewServeMux(),
-		held:     map[int64]struct{}{},
-		firstSeq: 1,
-		programs: map[programKey][]FakeAnswer{},
-		mixes:    map[oncepush.Transport]*fakeMix{},
-		latency:  map[oncepush.Transport]time.Duration{},
-		notify:   make(chan struct{}),
-	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "pushtest: no fake provider serves "+r.URL.Path, http.StatusNotFound)
-	})
-	s.srv = httptest.NewUnstartedServer(s.mux)
-	s.srv.Listener.Close()
-	s.srv.Listener = l
-	s.srv.EnableHTTP2 = true
-	s.srv.Config.ErrorLog = nil
-	s.srv.StartTLS()
-	s.URL = s.srv.URL
-	s.cert = s.srv.Certificate()
+func StartFakeServer(opts *FakeOptions) (*FakeServer, error) { return fakepush.Start(opts) }
 
-	s.fcm = newFakeFCM(s)
-	s.apns = newFakeAPNs(s)
-	s.webpush = newFakeWebPush(s)
-	s.rustore = newFakeRuStore(s)
-	s.registerControl()
-	return s, nil
+// ControlPrefix is where a FakeServer serves its control endpoints: HTTP
+// access to what Program, Mix, SetLatency, Requests, ReceivedAfter, Held,
+// Stats, Reset and NewWebPushSubscription do in Go, for tests that run the
+// fake in another process (`oncepush fake-providers`) or are written in
+// another language. Bodies are JSON; the shapes are the Control… types of
+// this package.
+//
+//	GET  /_fake/requests[?transport=T]  → 200 [ControlRequest, …] answered or dropped, in arrival order
+//	GET  /_fake/received[?after=SEQ&limit=N&fate=held]
+//	                                    → 200 [ControlReceipt, …] every request received, in arrival order
+//	GET  /_fake/stats                   → 200 FakeStats
+//	POST /_fake/program                 ControlProgram → 204
+//	POST /_fake/mix                     ControlMix → 204
+//	POST /_fake/latency                 ControlLatency → 204
+//	POST /_fake/reset                   → 204 (forgets requests, programs, mixes and latencies)
+//	POST /_fake/webpush/subscriptions   → 201 ControlSubscription
+//
+// A malformed request is answered 400 {"error": "…"} naming the field. The
+// endpoints have no authentication: they are test tooling, and the fake is
+// meant to listen on a loopback address only. They are served over the fake's
+// own TLS certificate, like the providers (trust CertificatePEM).
+const ControlPrefix = fakepush.ControlPrefix
+
+// The control endpoints' bodies (see ControlPrefix).
+type (
+	// ControlRequest is a FakeRequest as GET /_fake/requests returns it.
+	ControlRequest = fakepush.ControlRequest
+	// ControlReceipt is a FakeRequest as GET /_fake/received returns it,
+	// without payload and headers.
+	ControlReceipt = fakepush.ControlReceipt
+	// ControlMix is the body of POST /_fake/mix.
+	ControlMix = fakepush.ControlMix
+	// ControlChoice is a FakeChoice in JSON.
+	ControlChoice = fakepush.ControlChoice
+	// ControlProgram is the body of POST /_fake/program.
+	ControlProgram = fakepush.ControlProgram
+	// ControlAnswer is a FakeAnswer in JSON.
+	ControlAnswer = fakepush.ControlAnswer
+	// ControlLatency is the body of POST /_fake/latency.
+	ControlLatency = fakepush.ControlLatency
+	// ControlSubscription is the answer of POST /_fake/webpush/subscriptions.
+	ControlSubscription = fakepush.ControlSubscription
+	// ControlHeaderValues are one header's values: in JSON a string or an
+	// array of strings.
+	ControlHeaderValues = fakepush.ControlHeaderValues
+)
+
+// ControlAnswerOf returns a in the JSON form POST /_fake/program takes, so a
+// Go test can program a fake in another process with this package's answer
+// helpers (FCMError, FCMDeviceRateExceeded, FCMProjectQuotaExceeded, APNsError,
+// WebPushError, RuStoreError).
+func ControlAnswerOf(a FakeAnswer) ControlAnswer { return fakepush.ControlAnswerOf(a) }
+
+// FCMError is an FCM HTTP v1 error answer: status is the HTTP status,
+// statusName the Google status ("NOT_FOUND"), message its text, and errorCode
+// the FcmError detail's errorCode ("UNREGISTERED"); "" sends no FcmError
+// detail. For example:
+//
+//	pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED")
+func FCMError(status int, statusName, message, errorCode string) FakeAnswer {
+	return fakepush.FCMError(status, statusName, message, errorCode)
 }
 
-// Close stops the server.
-func (s *FakeServer) Close() { s.srv.Close() }
+// FCMDeviceRateExceeded is FCM's answer to messages sent too fast to one
+// device (or topic): 429 RESOURCE_EXHAUSTED with an FcmError detail, errorCode
+// QUOTA_EXCEEDED. Only sends to that target must slow down. Add a Retry-After
+// header to the answer's Header to send one.
+func FCMDeviceRateExceeded() FakeAnswer { return fakepush.FCMDeviceRateExceeded() }
 
-// TLSConfig trusts the server's certificate (and only it).
-func (s *FakeServer) TLSConfig() *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AddCert(s.cert)
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-}
+// FCMProjectQuotaExceeded is FCM's answer once the project's send quota for
+// the minute is spent: 429 RESOURCE_EXHAUSTED with a google.rpc.ErrorInfo
+// detail (reason RATE_LIMIT_EXCEEDED, quota_limit SendsPerMinutePerProject,
+// quota_unit 1/min/{project}) and a google.rpc.Help link, as Google's API
+// front end answers it. Every send of the project meets it until the minute
+// ends. Add a Retry-After header to the answer's Header to send one.
+func FCMProjectQuotaExceeded() FakeAnswer { return fakepush.FCMProjectQuotaExceeded() }
 
-// CertificatePEM is the server's certificate, for clients in other processes.
-func (s *FakeServer) CertificatePEM() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.cert.Raw})
-}
+// FCMInvalidTokenArgument is FCM's answer to a registration token that is not
+// one: 400 INVALID_ARGUMENT with a BadRequest detail naming message.token.
+func FCMInvalidTokenArgument() FakeAnswer { return fakepush.FCMInvalidTokenArgument() }
 
-// Client returns an HTTP client that trusts the server.
-func (s *FakeServer) Client() *http.Client { return s.srv.Client() }
+// APNsError is an APNs error answer for Program: the status and
+// {"reason": reason}, with a "timestamp" on 410 as APNs sends it.
+func APNsError(status int, reason string) FakeAnswer { return fakepush.APNsError(status, reason) }
 
-// Program sets the answers for a transport's token (token "" = every token of
-// the transport without a program of its own). Answers are used in order; the
-// last one keeps answering. No answers clears the program.
-func (s *FakeServer) Program(t oncepush.Transport, token string, answers ...FakeAnswer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := programKey{t, token}
-	if len(answers) == 0 {
-		delete(s.programs, k)
-		return
-	}
-	s.programs[k] = slices.Clone(answers)
-}
+// WebPushError returns a push service's error answer for a status, with a
+// JSON body in the style of Mozilla's autopush ({"code", "errno", "error",
+// "message"}). Add a Retry-After header to the answer's Header for 429/503.
+func WebPushError(status int) FakeAnswer { return fakepush.WebPushError(status) }
 
-// SetLatency delays every answer of the transport by d (programmed latency adds to it).
-func (s *FakeServer) SetLatency(t oncepush.Transport, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.latency[t] = d
-}
-
-// Requests returns the requests received that have been answered or dropped,
-// in arrival order: what a client that got an answer (or a reset) sent.
-// Received also lists those held and abandoned.
-func (s *FakeServer) Requests() []FakeRequest {
-	return s.requestsWhere(func(r *FakeRequest) bool { return r.Fate == FateAnswered || r.Fate == FateDropped })
-}
-
-// RequestsFor returns the requests of one transport, as Requests does.
-func (s *FakeServer) RequestsFor(t oncepush.Transport) []FakeRequest {
-	return s.requestsWhere(func(r *FakeRequest) bool {
-		return r.Transport == t && (r.Fate == FateAnswered || r.Fate == FateDropped)
-	})
-}
-
-// Received returns every request received since the last Reset, in arrival
-// order, whatever its fate: held (still waiting for its answer), answered,
-// dropped, or abandoned by its client.
-func (s *FakeServer) Received() []FakeRequest {
-	return s.requestsWhere(func(*FakeRequest) bool { return true })
-}
-
-// ReceivedAfter returns up to limit requests with a Seq above seq, in
-// arrival order, without payloads and headers: for reading a long record in
-// pages.
-func (s *FakeServer) ReceivedAfter(seq int64, limit int) []FakeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := max(seq+1-s.firstSeq, 0)
-	var out []FakeRequest
-	for ; i < int64(len(s.reqs)) && len(out) < limit; i++ {
-		r := s.reqs[i]
-		r.Payload, r.Header = nil, nil
-		out = append(out, r)
-	}
-	return out
-}
-
-// Held returns the requests the fake is holding now (received, not yet
-// answered), in arrival order, without payloads and headers.
-func (s *FakeServer) Held() []FakeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]FakeRequest, 0, len(s.held))
-	for seq := range s.held {
-		r := s.reqs[seq-s.firstSeq]
-		r.Payload, r.Header = nil, nil
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b FakeRequest) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out
-}
-
-// Stats counts the requests received since the last Reset, by fate.
-func (s *FakeServer) Stats() FakeStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.stats
-	st.Held = len(s.held)
-	return st
-}
-
-func (s *FakeServer) requestsWhere(keep func(*FakeRequest) bool) []FakeRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []FakeRequest
-	for i := range s.reqs {
-		if keep(&s.reqs[i]) {
-			out = append(out, s.reqs[i])
-		}
-	}
-	return out
-}
-
-// Count returns how many requests were answered or dropped (as Requests lists them).
-func (s *FakeServer) Count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settled
-}
-
-// WaitCount blocks until at least n requests were answered or dropped, or
-// ctx ends, and reports whether it got there.
-func (s *FakeServer) WaitCount(ctx context.Context, n int) bool {
-	return waitCount(ctx, n, func() (int, <-chan struct{}) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.settled, s.notify
-	})
-}
-
-// WaitReceived blocks until at least n requests were received (whatever
-// became of them), or ctx ends, and reports whether it got there.
-func (s *FakeServer) WaitReceived(ctx context.Context, n int) bool {
-	return waitCount(ctx, n, func() (int, <-chan struct{}) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.reqs), s.notify
-	})
-}
-
-// Reset forgets recorded requests, programs, mixes and latencies. A request
-// held across a Reset is not recorded again when it settles.
-func (s *FakeServer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reqs = nil
-	s.firstSeq = s.lastSeq + 1
-	s.held = map[int64]struct{}{}
-	s.settled = 0
-	s.stats = FakeStats{}
-	s.programs = map[programKey][]FakeAnswer{}
-	s.mixes = map[oncepush.Transport]*fakeMix{}
-	s.latency = map[oncepush.Transport]time.Duration{}
-}
-
-// next pops the programmed answer for (transport, token), if any: the
-// token's own program, else the transport's, else a draw from its mix.
-func (s *FakeServer) next(t oncepush.Transport, token string) (FakeAnswer, time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lat := s.latency[t]
-	for _, k := range []programKey{{t, token}, {t, ""}} {
-		q := s.programs[k]
-		if len(q) == 0 {
-			continue
-		}
-		a := q[0]
-		if len(q) > 1 {
-			s.programs[k] = q[1:]
-		}
-		return a, lat, true
-	}
-	if m := s.mixes[t]; m != nil {
-		return m.draw(), lat, true
-	}
-	return FakeAnswer{}, lat, false
-}
-
-// arrive records a request read whole, as held, and returns its Seq.
-func (s *FakeServer) arrive(req FakeRequest) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lastSeq++
-	req.Seq = s.lastSeq
-	req.Fate = FateHeld
-	req.ReceivedAt = time.Now()
-	if req.Header != nil {
-		req.Header = req.Header.Clone()
-		req.Header.Del("Authorization")
-	}
-	s.reqs = append(s.reqs, req)
-	s.held[req.Seq] = struct{}{}
-	s.stats.Received++
-	s.changed()
-	return req.Seq
-}
-
-// settle records what became of a held request.
-func (s *FakeServer) settle(seq int64, fate FakeFate, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.held[seq]; !ok {
-		return // forgotten by a Reset meanwhile
-	}
-	delete(s.held, seq)
-	r := &s.reqs[seq-s.firstSeq]
-	r.Fate, r.Status, r.At = fate, status, time.Now()
-	switch fate {
-	case FateAnswered:
-		s.stats.Answered++
-		s.settled++
-	case FateDropped:
-		s.stats.Dropped++
-		s.settled++
-	case FateAbandoned:
-		s.stats.Abandoned++
-	}
-	s.changed()
-}
-
-func (s *FakeServer) changed() {
-	close(s.notify)
-	s.notify = make(chan struct{})
-}
-
-// serve finishes a protocol handler's work, once it has read the whole
-// request: it records req at once, then writes the programmed answer, or
-// calls success (with a fresh sequence number) to write the protocol's own
-// success answer, and records what became of it.
-func (s *FakeServer) serve(w http.ResponseWriter, r *http.Request, req FakeRequest, success func(w http.ResponseWriter, seq int64)) {
-	ans, lat, programmed := s.next(req.Transport, req.Token)
-	req.RemoteAddr = r.RemoteAddr
-	seq := s.arrive(req)
-	if d := lat + ans.Latency; d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			s.settle(seq, FateAbandoned, 0)
-			return
-		}
-	}
-	if ans.Drop {
-		s.settle(seq, FateDropped, 0)
-		panic(http.ErrAbortHandler) // resets the stream / closes the connection
-	}
-	for k, vs := range ans.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	if !programmed || ans.Status == 0 {
-		rec := &statusRecorder{ResponseWriter: w}
-		success(rec, s.seq.Add(1))
-		s.settle(seq, FateAnswered, rec.status)
-		return
-	}
-	if strings.HasPrefix(ans.Body, "{") {
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	}
-	w.WriteHeader(ans.Status)
-	_, _ = w.Write([]byte(ans.Body))
-	s.settle(seq, FateAnswered, ans.Status)
-}
-
-// answerNow records a request and its answer, written by the caller at once
-// (an error the protocol itself calls for; no program consulted).
-func (s *FakeServer) answerNow(r *http.Request, req FakeRequest, status int) {
-	req.RemoteAddr = r.RemoteAddr
-	s.settle(s.arrive(req), FateAnswered, status)
-}
-
-// refuse answers a request the fake could not accept (bad auth, malformed
-// request) and records nothing: a client bug must show, not be counted as a send.
-func refuse(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
+// RuStoreError is a RuStore error answer {"error": {"code", "message",
+// "status"}}, for example:
+//
+//	pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")
+func RuStoreError(status int, statusName, message string) FakeAnswer {
+	return fakepush.RuStoreError(status, statusName, message)
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/fakepush"
 )
 
 // AnswerFunc decides a fake provider's answer to one submission. It may block
@@ -81,7 +82,7 @@ func (p *Provider) Count() int {
 // WaitCount blocks until the provider has received at least n submissions or
 // ctx ends, and reports whether it got there.
 func (p *Provider) WaitCount(ctx context.Context, n int) bool {
-	return waitCount(ctx, n, func() (int, <-chan struct{}) {
+	return fakepush.WaitCount(ctx, n, func() (int, <-chan struct{}) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.subs), p.notify

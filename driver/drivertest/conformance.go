@@ -129,6 +129,7 @@ type bundle[TTx any] struct {
 	drv    driver.Driver[TTx]
 	clock  *pushtest.Clock
 	logs   *logCapture
+	fakes  map[oncepush.Transport]*pushtest.Provider // a fake per built-in transport; the four below among them
 	fcm    *pushtest.Provider
 	apns   *pushtest.Provider
 	web    *pushtest.Provider
@@ -142,12 +143,16 @@ func setup[TTx any](t *testing.T, h Harness[TTx], mod func(*oncepush.Config)) *b
 	t.Helper()
 	b := &bundle[TTx]{t: t, ctx: t.Context(), db: h.NewDB(t), clock: pushtest.NewClock(epoch), logs: &logCapture{}}
 	b.drv = b.db.Driver(t, 0)
-	b.fcm = pushtest.NewProvider(oncepush.TransportFCM)
-	b.apns = pushtest.NewProvider(oncepush.TransportAPNs)
-	b.web = pushtest.NewProvider(oncepush.TransportWebPush)
-	b.rus = pushtest.NewProvider(oncepush.TransportRuStore)
+	b.fakes = map[oncepush.Transport]*pushtest.Provider{}
+	var providers []oncepush.Provider
+	for _, tr := range oncepush.Transports() {
+		b.fakes[tr] = pushtest.NewProvider(tr)
+		providers = append(providers, b.fakes[tr])
+	}
+	b.fcm, b.apns = b.fakes[oncepush.TransportFCM], b.fakes[oncepush.TransportAPNs]
+	b.web, b.rus = b.fakes[oncepush.TransportWebPush], b.fakes[oncepush.TransportRuStore]
 	b.client = b.newClient(b.drv, func(c *oncepush.Config) {
-		c.Providers = []oncepush.Provider{b.fcm, b.apns, b.web, b.rus}
+		c.Providers = providers
 		if mod != nil {
 			mod(c)
 		}
@@ -192,24 +197,19 @@ var tokenSeq struct {
 	n int
 }
 
-// tokenFor makes a token of the right shape for the transport, unique per call.
+// tokenFor makes a token of the right shape for the transport, unique per
+// call: its spec's example token.
 func tokenFor(tr oncepush.Transport, recipient string) oncepush.Token {
 	tokenSeq.Lock()
 	tokenSeq.n++
 	n := tokenSeq.n
 	tokenSeq.Unlock()
-	switch tr {
-	case oncepush.TransportAPNs:
-		return oncepush.Token(fmt.Sprintf("%064x", n))
-	case oncepush.TransportWebPush:
-		sub := &oncepush.WebPushSubscription{
-			Endpoint: fmt.Sprintf("https://push.example.net/sub/%d", n),
-			P256dh:   append([]byte{4}, make([]byte, 64)...),
-			Auth:     make([]byte, 16),
+	for _, s := range oncepush.BuiltinTransports() {
+		if s.Name == tr {
+			return s.ExampleToken(n)
 		}
-		return sub.Token()
 	}
-	return oncepush.Token(fmt.Sprintf("%s-token-%d-%s", tr, n, strings.ReplaceAll(recipient, " ", "_")))
+	panic(fmt.Sprintf("drivertest: no example token for transport %q (registering for %s)", tr, recipient))
 }
 
 func (b *bundle[TTx]) send(recipients []string, msg oncepush.Message, opts *oncepush.SendOptions) oncepush.SendResult {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -77,7 +78,7 @@ func testVAPIDGenerate(t *testing.T, bin string) {
 		t.Errorf("private key: want 32 bytes, base64url (%v)", err)
 	}
 	path := filepath.Join(t.TempDir(), "vapid.json")
-	f := config.File{Providers: config.Providers{WebPush: &config.WebPush{
+	f := config.File{Providers: config.Providers{oncepush.TransportWebPush: &registry.WebPush{
 		VAPIDPrivateKey: keys.PrivateKey, VAPIDSubject: "mailto:ops@example.com",
 	}}}
 	writeJSON(t, path, f)
@@ -100,7 +101,7 @@ func testVAPIDGenerate(t *testing.T, bin string) {
 func testFakeProvidersConfig(t *testing.T, bin string) {
 	p := start(t, bin, "fake-providers", "--listen", "127.0.0.1:0")
 	f := readFake(t, p, "")
-	dir := filepath.Dir(f.config.Providers.APNs.KeyFile)
+	dir := filepath.Dir(sectionAPNs(f.config.Providers).KeyFile)
 	written, err := os.ReadFile(filepath.Join(dir, "oncepush.json"))
 	if err != nil {
 		t.Fatalf("the configuration file: %v", err)
@@ -120,14 +121,14 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 	for _, pr := range providers {
 		got[pr.Transport()] = true
 	}
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		if !got[tr] {
 			t.Errorf("no %s provider configured", tr)
 		}
 	}
 	// Every URL points at the fake, whose certificate the CA file holds.
 	pr := st.Providers
-	for name, u := range map[string]string{"fcm.baseURL": pr.FCM.BaseURL, "apns.host": pr.APNs.Host, "rustore.baseURL": pr.RuStore.BaseURL} {
+	for name, u := range map[string]string{"fcm.baseURL": sectionFCM(pr).BaseURL, "apns.host": sectionAPNs(pr).Host, "rustore.baseURL": sectionRuStore(pr).BaseURL} {
 		if !strings.HasPrefix(u, f.url) {
 			t.Errorf("%s = %q, not on the fake %s", name, u, f.url)
 		}
@@ -160,7 +161,7 @@ func testConfigErrors(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	noKeyFile := filepath.Join(dir, "nokeyfile.json")
-	writeJSON(t, noKeyFile, config.File{Providers: config.Providers{APNs: &config.APNs{
+	writeJSON(t, noKeyFile, config.File{Providers: config.Providers{oncepush.TransportAPNs: &registry.APNs{
 		KeyFile: filepath.Join(dir, "missing", "AuthKey.p8"), KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app",
 	}}})
 	for _, c := range []struct {
@@ -206,7 +207,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 
 	const who = "u_8831"
 	fakeToken := map[oncepush.Transport]string{}
-	for i, tr := range oncepush.Transports {
+	for i, tr := range oncepush.Transports() {
 		tok, ft := token(f, tr, i)
 		s.register(who, tr, tok)
 		fakeToken[tr] = ft
@@ -269,7 +270,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 	if status != http.StatusOK {
 		t.Fatalf("/metrics: %d", status)
 	}
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		if !strings.Contains(string(body), fmt.Sprintf(`transport="%s"`, tr)) {
 			t.Errorf("/metrics has no series for transport %s", tr)
 		}

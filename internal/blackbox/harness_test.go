@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -66,17 +67,17 @@ func readFake(t *testing.T, p *proc, dir string) *fake {
 		t.Fatalf("fake-providers printed a configuration that is not a config.File: %v\n%s", err, raw)
 	}
 	pr := f.config.Providers
-	if pr.APNs == nil || pr.FCM == nil || pr.WebPush == nil || pr.RuStore == nil {
+	if sectionAPNs(pr) == nil || sectionFCM(pr) == nil || sectionWebPush(pr) == nil || sectionRuStore(pr) == nil {
 		t.Fatalf("fake-providers configured only some providers:\n%s", raw)
 	}
-	f.url = pr.APNs.Host
-	pem, err := os.ReadFile(pr.APNs.CAFile)
+	f.url = sectionAPNs(pr).Host
+	pem, err := os.ReadFile(sectionAPNs(pr).CAFile)
 	if err != nil {
 		t.Fatalf("the fake's CA file: %v", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatalf("the fake's CA file %s holds no certificate", pr.APNs.CAFile)
+		t.Fatalf("the fake's CA file %s holds no certificate", sectionAPNs(pr).CAFile)
 	}
 	f.client = &http.Client{
 		Timeout:   10 * time.Second,
@@ -395,4 +396,22 @@ func token(f *fake, tr oncepush.Transport, n int) (token, fakeToken string) {
 	}
 	t := fmt.Sprintf("%s-blackbox-%06d", tr, n)
 	return t, t
+}
+
+// The sections of a configuration, by transport (nil when absent).
+func sectionFCM(p config.Providers) *registry.FCM {
+	s, _ := p[oncepush.TransportFCM].(*registry.FCM)
+	return s
+}
+func sectionAPNs(p config.Providers) *registry.APNs {
+	s, _ := p[oncepush.TransportAPNs].(*registry.APNs)
+	return s
+}
+func sectionWebPush(p config.Providers) *registry.WebPush {
+	s, _ := p[oncepush.TransportWebPush].(*registry.WebPush)
+	return s
+}
+func sectionRuStore(p config.Providers) *registry.RuStore {
+	s, _ := p[oncepush.TransportRuStore].(*registry.RuStore)
+	return s
 }

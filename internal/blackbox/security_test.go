@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -67,7 +68,7 @@ func (c *canaries) check(where, text string) {
 func fakeCanaries(t *testing.T, f *fake) *canaries {
 	c := &canaries{t: t, names: map[string]string{}}
 	pr := f.config.Providers
-	sa, err := os.ReadFile(pr.FCM.ServiceAccountFile)
+	sa, err := os.ReadFile(sectionFCM(pr).ServiceAccountFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +79,13 @@ func fakeCanaries(t *testing.T, f *fake) *canaries {
 		t.Fatal(err)
 	}
 	c.addPEM("FCM service-account private key", []byte(acct.PrivateKey))
-	p8, err := os.ReadFile(pr.APNs.KeyFile)
+	p8, err := os.ReadFile(sectionAPNs(pr).KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.addPEM("APNs signing key", p8)
-	c.add("VAPID private key", pr.WebPush.VAPIDPrivateKey)
-	c.add("RuStore service token", pr.RuStore.ServiceToken)
+	c.add("VAPID private key", sectionWebPush(pr).VAPIDPrivateKey)
+	c.add("RuStore service token", sectionRuStore(pr).ServiceToken)
 	return c
 }
 
@@ -128,7 +129,7 @@ func testCanaries(t *testing.T, bin string, db database) {
 	}
 	var devices []device
 	for i, who := range []string{"u_canary_ok", "u_canary_echo", "u_canary_creds"} {
-		for _, tr := range oncepush.Transports {
+		for _, tr := range oncepush.Transports() {
 			d := device{recipient: who, tr: tr}
 			switch tr {
 			case oncepush.TransportAPNs:
@@ -157,7 +158,7 @@ func testCanaries(t *testing.T, bin string, db database) {
 			devices = append(devices, d)
 		}
 	}
-	st := f.config.Providers.RuStore.ServiceToken
+	st := sectionRuStore(f.config.Providers).ServiceToken
 	const escapes = " \x1b[2J\x1b[31mALERT\x1b[0m \u009b31m \u202eevil\u202c\r\nlevel=ERROR msg=forged"
 	for _, d := range devices {
 		// What the provider was sent: the device token, and RuStore's
@@ -311,12 +312,12 @@ func testConfigCanaries(t *testing.T, bin string) {
 		args    []string
 		setting string
 	}{
-		{"VAPID private key", config.File{Providers: config.Providers{WebPush: &config.WebPush{VAPIDPrivateKey: canary, VAPIDSubject: "mailto:a@example.com"}}}, nil, "providers.webpush"},
-		{"VAPID private key PEM", config.File{Providers: config.Providers{WebPush: &config.WebPush{VAPIDPrivateKey: badPEM, VAPIDSubject: "mailto:a@example.com"}}}, nil, "providers.webpush"},
-		{"FCM private key", config.File{Providers: config.Providers{FCM: &config.FCM{ServiceAccountFile: saFile}}}, nil, "providers.fcm"},
-		{"FCM key file not JSON", config.File{Providers: config.Providers{FCM: &config.FCM{ServiceAccountFile: notJSON}}}, nil, "providers.fcm"},
-		{"APNs key", config.File{Providers: config.Providers{APNs: &config.APNs{KeyFile: p8, KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app"}}}, nil, "providers.apns"},
-		{"RuStore token", config.File{Providers: config.Providers{RuStore: &config.RuStore{ProjectID: "p", ServiceToken: canary + " " + canary}}}, nil, "providers.rustore"},
+		{"VAPID private key", config.File{Providers: config.Providers{oncepush.TransportWebPush: &registry.WebPush{VAPIDPrivateKey: canary, VAPIDSubject: "mailto:a@example.com"}}}, nil, "providers.webpush"},
+		{"VAPID private key PEM", config.File{Providers: config.Providers{oncepush.TransportWebPush: &registry.WebPush{VAPIDPrivateKey: badPEM, VAPIDSubject: "mailto:a@example.com"}}}, nil, "providers.webpush"},
+		{"FCM private key", config.File{Providers: config.Providers{oncepush.TransportFCM: &registry.FCM{ServiceAccountFile: saFile}}}, nil, "providers.fcm"},
+		{"FCM key file not JSON", config.File{Providers: config.Providers{oncepush.TransportFCM: &registry.FCM{ServiceAccountFile: notJSON}}}, nil, "providers.fcm"},
+		{"APNs key", config.File{Providers: config.Providers{oncepush.TransportAPNs: &registry.APNs{KeyFile: p8, KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app"}}}, nil, "providers.apns"},
+		{"RuStore token", config.File{Providers: config.Providers{oncepush.TransportRuStore: &registry.RuStore{ProjectID: "p", ServiceToken: canary + " " + canary}}}, nil, "providers.rustore"},
 		{"database password in a URL", config.File{}, []string{"--database", "postgres://push:" + canary + "@127.0.0.1:1/db?connect_timeout=1"}, "--database"},
 		{"database password in key=value", config.File{}, []string{"--database", "host=127.0.0.1 user=push password=" + canary}, "--database"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/registry"
 )
 
 // Version is set at build time (-ldflags "-X …/internal/cli.Version=v1.2.3");
@@ -41,7 +42,7 @@ var commands = map[string]command{
 	"keys":           {"create, list and revoke API keys", keys},
 	"vapid":          {"generate a VAPID key pair for Web Push", vapid},
 	"send":           {"queue one notification (a running serve or work delivers it)", send},
-	"fake-providers": {"run fake FCM, APNs, Web Push and RuStore servers for integration tests", fakeProviders},
+	"fake-providers": {"run fake " + registry.Default().Titles() + " servers for integration tests", fakeProviders},
 	"version":        {"print the version", printVersion},
 }
 

@@ -3,29 +3,27 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 
 	"github.com/oncepush/oncepush/internal/config"
-	"github.com/oncepush/oncepush/provider/webpush"
-	"github.com/oncepush/oncepush/pushtest"
+	"github.com/oncepush/oncepush/internal/fakepush"
+	"github.com/oncepush/oncepush/internal/registry"
 )
 
-// The files fake-providers writes into its directory.
-const (
-	fakeFCMFile    = "fcm-service-account.json"
-	fakeAPNsFile   = "apns-key.p8"
-	fakeCAFile     = "fake-ca.pem"
-	fakeConfigFile = "oncepush.json"
-)
+// fakeConfigFile is the configuration fake-providers writes into its
+// directory, beside the credentials of every transport (internal/registry).
+const fakeConfigFile = "oncepush.json"
 
-// fakeProviders runs a pushtest.FakeServer as a process until ctx ends. It
-// writes the credentials a server needs to talk to it, and prints (and
-// writes) a configuration file that points every provider at it.
+// fakeProviders runs the fake providers (internal/fakepush, what
+// pushtest.FakeServer is) as a process until ctx ends. It writes the
+// credentials a server needs to talk to them, and prints (and writes) a
+// configuration file that points every provider at them.
 func fakeProviders(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("fake-providers", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address to listen on (port 0: a free port, shown in the printed configuration)")
@@ -42,7 +40,7 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 		return usagef("--project and --topic must not be empty")
 	}
 
-	fake, err := pushtest.StartFakeServer(&pushtest.FakeOptions{Addr: *listen})
+	fake, err := fakepush.Start(&fakepush.Options{Addr: *listen})
 	if err != nil {
 		return &config.Error{Setting: "--listen", Problem: err.Error()}
 	}
@@ -78,10 +76,10 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 	if _, err := e.stdout.Write(b); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "oncepush fake-providers: serving FCM, APNs, Web Push and RuStore at %s\n"+
+	fmt.Fprintf(e.stderr, "oncepush fake-providers: serving "+registry.Default().Titles()+" at %s\n"+
 		"  configuration: %s (printed above; run 'oncepush serve --config %[2]s')\n"+
 		"  control endpoints: %[1]s%[3]s (requests, received, stats, program, mix, latency, reset, webpush/subscriptions)\n"+
-		"  stop with Ctrl-C or SIGTERM\n", fake.URL, filepath.Join(out, fakeConfigFile), pushtest.ControlPrefix)
+		"  stop with Ctrl-C or SIGTERM\n", fake.URL, filepath.Join(out, fakeConfigFile), fakepush.ControlPrefix)
 
 	<-ctx.Done()
 	fmt.Fprintln(e.stderr, "oncepush fake-providers: stopped")
@@ -106,44 +104,14 @@ func loopbackOnly(addr string) error {
 
 // fakeConfig writes the fake's credentials into dir and returns a
 // configuration whose providers all point at the fake.
-func fakeConfig(fake *pushtest.FakeServer, dir, project, topic string) (*config.File, error) {
-	write := func(name string, b []byte) (string, error) {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			return "", &config.Error{Setting: "--dir", Problem: err.Error()}
-		}
-		return p, nil
+func fakeConfig(fake *fakepush.Server, dir, project, topic string) (*config.File, error) {
+	sections, err := registry.Default().FakeSections(fake, registry.FakeParams{Project: project, Topic: topic, Dir: dir})
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, &config.Error{Setting: "--dir", Problem: err.Error()}
 	}
-	ca, err := write(fakeCAFile, fake.CertificatePEM())
 	if err != nil {
 		return nil, err
 	}
-	sa, err := write(fakeFCMFile, fake.FCMServiceAccount(project))
-	if err != nil {
-		return nil, err
-	}
-	p8, keyID, teamID := fake.APNsKey()
-	keyFile, err := write(fakeAPNsFile, p8)
-	if err != nil {
-		return nil, err
-	}
-	_, vapidKey, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		return nil, fmt.Errorf("generate a VAPID key: %w", err)
-	}
-	u, err := url.Parse(fake.URL)
-	if err != nil {
-		return nil, err
-	}
-	f := &config.File{}
-	f.Providers = config.Providers{
-		FCM: &config.FCM{ServiceAccountFile: sa, BaseURL: fake.URL + "/fcm", CAFile: ca},
-		APNs: &config.APNs{KeyFile: keyFile, KeyID: keyID, TeamID: teamID, Topic: topic,
-			Host: fake.URL, CAFile: ca},
-		WebPush: &config.WebPush{VAPIDPrivateKey: vapidKey, VAPIDSubject: "mailto:tests@oncepush.invalid",
-			AllowedHosts: []string{u.Hostname()}, AllowLoopback: true, CAFile: ca},
-		RuStore: &config.RuStore{ProjectID: project, ServiceToken: fake.RuStoreToken(),
-			BaseURL: fake.URL + "/rustore", CAFile: ca},
-	}
-	return f, nil
+	return &config.File{Providers: sections}, nil
 }

@@ -6,8 +6,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,10 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/provider/apns"
-	"github.com/oncepush/oncepush/provider/fcm"
-	"github.com/oncepush/oncepush/provider/rustore"
-	"github.com/oncepush/oncepush/provider/webpush"
+	"github.com/oncepush/oncepush/internal/registry"
 )
 
 // Defaults.
@@ -83,7 +78,7 @@ type File struct {
 	} `json:"http,omitzero"`
 	Engine     Engine              `json:"engine,omitzero"`
 	Categories map[string]Category `json:"categories,omitempty"`
-	Providers  Providers           `json:"providers,omitzero"`
+	Providers  Providers           `json:"providers,omitempty"`
 }
 
 // Engine is the "engine" section: an oncepush.Config, decoded by the json
@@ -97,60 +92,10 @@ type Engine struct {
 // Category is a declared notification category.
 type Category = oncepush.Category
 
-// Providers configure the transports; an absent one is not served (its
-// devices' deliveries are recorded as rejected with a text that says so).
-type Providers struct {
-	FCM     *FCM     `json:"fcm,omitempty"`
-	APNs    *APNs    `json:"apns,omitempty"`
-	WebPush *WebPush `json:"webpush,omitempty"`
-	RuStore *RuStore `json:"rustore,omitempty"`
-}
-
-// FCM configures provider/fcm.
-type FCM struct {
-	ServiceAccountFile string `json:"serviceAccountFile"`
-	// TokenURI replaces the service account's token_uri (a fake OAuth server).
-	TokenURI  string `json:"tokenURI,omitempty"`
-	BaseURL   string `json:"baseURL,omitempty"`
-	WebOrigin string `json:"webOrigin,omitempty"`
-	// CAFile is a PEM file of certificate authorities to trust instead of the
-	// system's (the fake providers' certificate).
-	CAFile string `json:"caFile,omitempty"`
-}
-
-// APNs configures provider/apns.
-type APNs struct {
-	KeyFile     string `json:"keyFile"`
-	KeyID       string `json:"keyID"`
-	TeamID      string `json:"teamID"`
-	Topic       string `json:"topic"`
-	Environment string `json:"environment,omitempty"`
-	Host        string `json:"host,omitempty"`
-	PushType    string `json:"pushType,omitempty"`
-	CAFile      string `json:"caFile,omitempty"`
-}
-
-// WebPush configures provider/webpush. The private key may be given inline or
-// as a file.
-type WebPush struct {
-	VAPIDPrivateKey     string   `json:"vapidPrivateKey,omitempty"`
-	VAPIDPrivateKeyFile string   `json:"vapidPrivateKeyFile,omitempty"`
-	VAPIDSubject        string   `json:"vapidSubject"`
-	AllowedHosts        []string `json:"allowedHosts,omitempty"`
-	AllowLoopback       bool     `json:"allowLoopback,omitempty"`
-	AllowPrivate        bool     `json:"allowPrivate,omitempty"`
-	CAFile              string   `json:"caFile,omitempty"`
-}
-
-// RuStore configures provider/rustore. The service token may be given inline
-// or as a file.
-type RuStore struct {
-	ProjectID        string `json:"projectID"`
-	ServiceToken     string `json:"serviceToken,omitempty"`
-	ServiceTokenFile string `json:"serviceTokenFile,omitempty"`
-	BaseURL          string `json:"baseURL,omitempty"`
-	CAFile           string `json:"caFile,omitempty"`
-}
+// Providers configure the transports, one section per transport
+// (internal/registry); an absent one is not served (its devices' deliveries
+// are recorded as rejected with a text that says so).
+type Providers = registry.Sections
 
 // Flags are the command-line values that override everything else; empty
 // means "not given".
@@ -169,12 +114,6 @@ type Settings struct {
 // later is not logged until someone decides it may be; the database URL
 // loses its password, and credentials show only whether they are set.
 func (st *Settings) LogValue() slog.Value {
-	set := func(v string) string {
-		if v == "" {
-			return ""
-		}
-		return "[redacted]"
-	}
 	database := st.Database
 	if strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://") {
 		database = RedactURL(database)
@@ -191,28 +130,7 @@ func (st *Settings) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", st.HTTP.MaxBodyBytes),
 		slog.Duration("shutdown_timeout", time.Duration(st.HTTP.ShutdownTimeout)),
 	}
-	p := st.Providers
-	if c := p.FCM; c != nil {
-		attrs = append(attrs, slog.Group("fcm", slog.String("service_account_file", c.ServiceAccountFile),
-			slog.String("token_uri", c.TokenURI), slog.String("base_url", c.BaseURL), slog.String("web_origin", c.WebOrigin),
-			slog.String("ca_file", c.CAFile)))
-	}
-	if c := p.APNs; c != nil {
-		attrs = append(attrs, slog.Group("apns", slog.String("key_file", c.KeyFile), slog.String("key_id", c.KeyID),
-			slog.String("team_id", c.TeamID), slog.String("topic", c.Topic), slog.String("environment", c.Environment),
-			slog.String("host", c.Host), slog.String("push_type", c.PushType), slog.String("ca_file", c.CAFile)))
-	}
-	if c := p.WebPush; c != nil {
-		attrs = append(attrs, slog.Group("webpush", slog.String("vapid_private_key", set(c.VAPIDPrivateKey)),
-			slog.String("vapid_private_key_file", c.VAPIDPrivateKeyFile), slog.String("vapid_subject", c.VAPIDSubject),
-			slog.Any("allowed_hosts", c.AllowedHosts), slog.Bool("allow_loopback", c.AllowLoopback),
-			slog.Bool("allow_private", c.AllowPrivate), slog.String("ca_file", c.CAFile)))
-	}
-	if c := p.RuStore; c != nil {
-		attrs = append(attrs, slog.Group("rustore", slog.String("project_id", c.ProjectID),
-			slog.String("service_token", set(c.ServiceToken)), slog.String("service_token_file", c.ServiceTokenFile),
-			slog.String("base_url", c.BaseURL), slog.String("ca_file", c.CAFile)))
-	}
+	attrs = append(attrs, registry.Default().LogAttrs(st.Providers)...)
 	return slog.GroupValue(attrs...)
 }
 
@@ -327,6 +245,9 @@ func (st *Settings) Logger(w *os.File) *slog.Logger {
 func (st *Settings) ClientConfig() *oncepush.Config {
 	cfg := st.Engine.Config
 	cfg.Categories = st.Categories
+	// The transports the server speaks, the registry's, whether or not a
+	// provider is configured for each.
+	cfg.Transports = registry.Default().Specs()
 	return &cfg
 }
 
@@ -345,111 +266,15 @@ func KeywordDSN(s string) bool {
 	return false
 }
 
-// Providers builds the configured providers.
+// BuildProviders builds the configured providers, in the registry's order.
+// The providers tell the time of the client they are given to.
 func (st *Settings) BuildProviders(log *slog.Logger) ([]oncepush.Provider, error) {
-	p := st.Providers
-	var out []oncepush.Provider
-	if c := p.FCM; c != nil {
-		sa, err := fcm.LoadServiceAccount(c.ServiceAccountFile)
-		if err != nil {
-			return nil, settingErr("providers.fcm.serviceAccountFile", "%v", err)
-		}
-		if c.TokenURI != "" {
-			if sa, err = replaceTokenURI(sa, c.TokenURI); err != nil {
-				return nil, settingErr("providers.fcm.serviceAccountFile", "%v", err)
-			}
-		}
-		tlsConfig, err := loadCA("providers.fcm.caFile", c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		f, err := fcm.New(fcm.Config{ServiceAccountJSON: sa, BaseURL: c.BaseURL, WebOrigin: c.WebOrigin, TLSConfig: tlsConfig, Logger: log})
-		if err != nil {
-			return nil, settingErr("providers.fcm", "%v", err)
-		}
-		out = append(out, f)
+	providers, err := registry.Default().Providers(st.Providers, registry.Env{Logger: log})
+	var se *registry.SettingError
+	if errors.As(err, &se) {
+		return nil, &Error{Setting: se.Setting, Problem: se.Problem}
 	}
-	if c := p.APNs; c != nil {
-		key, err := apns.ReadKeyFile(c.KeyFile)
-		if err != nil {
-			return nil, settingErr("providers.apns.keyFile", "%v", err)
-		}
-		tlsConfig, err := loadCA("providers.apns.caFile", c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		a, err := apns.New(apns.Config{Key: key, KeyID: c.KeyID, TeamID: c.TeamID, Topic: c.Topic, Environment: c.Environment,
-			Host: c.Host, PushType: c.PushType, TLSConfig: tlsConfig, Logger: log})
-		if err != nil {
-			return nil, settingErr("providers.apns", "%v", err)
-		}
-		out = append(out, a)
-	}
-	if c := p.WebPush; c != nil {
-		key := c.VAPIDPrivateKey
-		if c.VAPIDPrivateKeyFile != "" {
-			b, err := os.ReadFile(c.VAPIDPrivateKeyFile)
-			if err != nil {
-				return nil, settingErr("providers.webpush.vapidPrivateKeyFile", "%v", err)
-			}
-			key = strings.TrimSpace(string(b))
-		}
-		tlsConfig, err := loadCA("providers.webpush.caFile", c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		w, err := webpush.New(webpush.Config{VAPIDPrivateKey: key, VAPIDSubject: c.VAPIDSubject, AllowedHosts: c.AllowedHosts,
-			AllowLoopback: c.AllowLoopback, AllowPrivate: c.AllowPrivate, TLSConfig: tlsConfig, Logger: log})
-		if err != nil {
-			return nil, settingErr("providers.webpush", "%v", err)
-		}
-		out = append(out, w)
-	}
-	if c := p.RuStore; c != nil {
-		token := c.ServiceToken
-		if c.ServiceTokenFile != "" {
-			b, err := os.ReadFile(c.ServiceTokenFile)
-			if err != nil {
-				return nil, settingErr("providers.rustore.serviceTokenFile", "%v", err)
-			}
-			token = strings.TrimSpace(string(b))
-		}
-		tlsConfig, err := loadCA("providers.rustore.caFile", c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		r, err := rustore.New(rustore.Config{ProjectID: c.ProjectID, ServiceToken: rustore.ServiceToken(token), BaseURL: c.BaseURL,
-			TLSConfig: tlsConfig, Logger: log})
-		if err != nil {
-			return nil, settingErr("providers.rustore", "%v", err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func loadCA(setting, path string) (*tls.Config, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, settingErr(setting, "%v", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, settingErr(setting, "%s holds no PEM certificate", path)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
-
-func replaceTokenURI(sa []byte, uri string) ([]byte, error) {
-	var m map[string]any
-	if err := json.Unmarshal(sa, &m); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
-	}
-	m["token_uri"] = uri
-	return json.Marshal(m)
+	return providers, err
 }
 
 // RedactURL is a PostgreSQL URL without its password, for logs and errors.

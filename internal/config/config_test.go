@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/registry"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -64,6 +65,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}{
 		{"unknown key", `{"lisen": "x"}`, Flags{}, "--config"},
 		{"nested unknown key", `{"providers": {"fcm": {"serviceAccount": "x"}}}`, Flags{}, "--config"},
+		{"unknown transport", `{"providers": {"hms": {}}}`, Flags{}, "--config"},
+		{"nested wrong type", `{"providers": {"apns": {"keyID": 5}}}`, Flags{}, "--config"},
 		{"wrong type", `{"engine": {"batchSize": "many"}}`, Flags{}, "--config"},
 		{"bad duration", `{"engine": {"runBudget": "soon"}}`, Flags{}, "--config"},
 		{"not json", `listen = 1`, Flags{}, "--config"},
@@ -85,6 +88,17 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}
 	if _, err := Load(Flags{Config: filepath.Join(t.TempDir(), "missing.json")}, env(nil)); err == nil {
 		t.Error("a missing config file was accepted")
+	}
+	// Inside a provider's section, the problem is named in full.
+	for file, want := range map[string]string{
+		`{"providers": {"hms": {}}}`:                  `unknown setting "providers.hms": the transports are fcm, apns, webpush, rustore`,
+		`{"providers": {"apns": {"keyID": 5}}}`:       "providers.apns.keyID: must be a JSON string",
+		`{"providers": {"fcm": {"serviceAccnt": 1}}}`: `unknown setting "serviceAccnt"`,
+	} {
+		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", file, err, want)
+		}
 	}
 }
 
@@ -151,8 +165,10 @@ func TestSettingsLogRedacted(t *testing.T) {
 	t.Parallel()
 	const pw, vapid, token = "CANARY-db-password-1f2e3d", "CANARY-vapid-private-key-4c5b6a", "CANARY-rustore-service-token-9e8d"
 	st := &Settings{File: File{Database: "postgres://push:" + pw + "@db.internal:5432/push"}}
-	st.Providers.WebPush = &WebPush{VAPIDPrivateKey: vapid, VAPIDSubject: "mailto:ops@example.com"}
-	st.Providers.RuStore = &RuStore{ProjectID: "p", ServiceToken: token}
+	st.Providers = Providers{
+		oncepush.TransportWebPush: &registry.WebPush{VAPIDPrivateKey: vapid, VAPIDSubject: "mailto:ops@example.com"},
+		oncepush.TransportRuStore: &registry.RuStore{ProjectID: "p", ServiceToken: token},
+	}
 	for _, h := range []func(*bytes.Buffer) slog.Handler{
 		func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) },
 		func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
@@ -212,7 +228,9 @@ func TestEveryEngineFieldIsASetting(t *testing.T) {
 		}
 		st = &Settings{File: *f}
 	}
-	if got := *st.ClientConfig(); !reflect.DeepEqual(got, want) {
+	got := *st.ClientConfig()
+	got.Transports = nil // not a setting: the registry's, always
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("file %s\ngave  %+v\nwant %+v", b, got, want)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // docs/benchmarks.md. ONCEPUSH_BENCH_CPUPROFILE=file profiles the drain only.
 func BenchmarkProviders(b *testing.B) {
 	const sends = 20000
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
 			b.Run(fmt.Sprintf("%s/latency=%s", tr, latency), func(b *testing.B) {
 				benchProvider(b, tr, latency, sends)

@@ -76,7 +76,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	devs := map[oncepush.Transport]*oncepush.Device{}
-	for i, tr := range oncepush.Transports {
+	for i, tr := range oncepush.Transports() {
 		devs[tr] = e.register("u_8831", tr, i)
 	}
 	res, err := e.client.Send(e.ctx, []string{"u_8831"}, oncepush.Message{
@@ -90,7 +90,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 		t.Fatal(err)
 	}
 	nid := oncepush.NotificationID("invoice.paid", "u_8831", map[string]any{"dedupKey": "invoice.paid:inv_2201"})
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		reqs := e.fake.RequestsFor(tr)
 		if len(reqs) != 1 {
 			t.Fatalf("%s: %d requests, want exactly 1", tr, len(reqs))
@@ -150,7 +150,7 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 		oncepush.TransportWebPush: "webpush 410 Gone",
 		oncepush.TransportRuStore: "rustore 404 NOT_FOUND: Requested entity was not found.",
 	}
-	for i, tr := range oncepush.Transports {
+	for i, tr := range oncepush.Transports() {
 		e.register("gone", tr, 100+i)
 		e.fake.Program(tr, "", answers[tr])
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
+	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
 
 // APNs hosts.
@@ -115,7 +116,8 @@ type Config struct {
 	// TLSConfig is used for the connection to APNs; nil uses the system's roots.
 	TLSConfig *tls.Config
 	// Clock gives the time for the JWT's "iat", its refresh and Retry-After
-	// dates; nil means time.Now.
+	// dates; nil means the clock of the oncepush.Client the provider serves
+	// (oncepush.ClockUser), else the wall clock.
 	Clock oncepush.Clock
 	// Logger receives configuration alerts; nil means slog.Default().
 	Logger *slog.Logger
@@ -167,7 +169,7 @@ type Provider struct {
 
 	client    *http.Client
 	transport *http.Transport
-	clock     oncepush.Clock
+	clock     *timesource.Source
 	log       *slog.Logger
 	jwt       *tokenSource
 	guard     *safeguard
@@ -235,10 +237,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, configError("SafeguardMinAnswers", "is %d; it must be between 1 and SafeguardWindow (%d)", minAnswers, window)
 	}
 
-	clock := cfg.Clock
-	if clock == nil {
-		clock = wallClock{}
-	}
+	clock := timesource.New(cfg.Clock)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -260,6 +259,10 @@ func New(cfg Config) (*Provider, error) {
 		alerts:    &alertLimiter{last: map[string]time.Time{}},
 	}, nil
 }
+
+// UseClock implements oncepush.ClockUser: the client's clock, unless
+// Config.Clock was set.
+func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
 
 // Transport implements oncepush.Provider.
 func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportAPNs }
@@ -404,7 +407,3 @@ func isHex(s string) bool {
 	}
 	return true
 }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }

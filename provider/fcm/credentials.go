@@ -88,9 +88,9 @@ func parseServiceAccount(b []byte) (*serviceAccount, error) {
 	return &a, nil
 }
 
-// parseRSAKey decodes a PEM private key the way golang.org/x/oauth2 will
-// (PKCS #8, or PKCS #1), so a key it cannot use is refused by New instead of
-// failing every send.
+// parseRSAKey decodes a PEM private key (PKCS #8, or PKCS #1, as Google's
+// client libraries accept), so a key that cannot sign is refused by New
+// instead of failing every send.
 func parseRSAKey(pemKey string) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode([]byte(pemKey))
 	if block == nil {

@@ -1,6 +1,6 @@
 // Package fcm sends notifications through the Firebase Cloud Messaging HTTP v1
-// API, authenticated as a Google service account (OAuth 2.0 JWT bearer flow
-// through golang.org/x/oauth2; no Firebase SDK).
+// API, authenticated as a Google service account (the OAuth 2.0 JWT bearer
+// flow, its assertion signed here on the provider's clock; no Firebase SDK).
 //
 // It maps FCM's answers to oncepush outcomes on the FcmError errorCode, not
 // only the HTTP status: UNREGISTERED, SENDER_ID_MISMATCH and an
@@ -36,10 +36,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/oauth2/jwt"
-
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
+	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
 
 // Defaults and limits.
@@ -84,8 +83,9 @@ type Config struct {
 	// TLSConfig is used for FCM and the token endpoint; nil means the system
 	// roots.
 	TLSConfig *tls.Config
-	// Clock tells the time for TTLs and the access-token cache; nil means
-	// time.Now.
+	// Clock tells the time for TTLs, the access-token cache and the OAuth
+	// assertion; nil means the clock of the oncepush.Client the provider
+	// serves (oncepush.ClockUser), else the wall clock.
 	Clock oncepush.Clock
 	// Logger receives configuration alerts (refused credentials); nil means
 	// slog.Default().
@@ -110,7 +110,7 @@ type Provider struct {
 	webOrigin string
 	client    *http.Client
 	tokens    *tokenCache
-	clock     oncepush.Clock
+	clock     *timesource.Source
 	log       *slog.Logger
 }
 
@@ -132,10 +132,11 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fcm: WebOrigin: %w", err)
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = systemClock{}
+	key, err := parseRSAKey(acct.PrivateKey) // checked by parseServiceAccount
+	if err != nil {
+		return nil, fmt.Errorf("fcm: %w", err)
 	}
+	clock := timesource.New(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -148,13 +149,10 @@ func New(cfg Config) (*Provider, error) {
 		// No Timeout: the engine's context bounds each send.
 		client: httpsend.NewClient(transport, 0),
 		tokens: &tokenCache{
-			conf: &jwt.Config{
-				Email:        acct.ClientEmail,
-				PrivateKey:   []byte(acct.PrivateKey),
-				PrivateKeyID: acct.PrivateKeyID,
-				Scopes:       []string{Scope},
-				TokenURL:     acct.TokenURI,
-			},
+			email:    acct.ClientEmail,
+			key:      key,
+			keyID:    acct.PrivateKeyID,
+			tokenURL: acct.TokenURI,
 			// The fetch is shared by many sends and cancelled by none of them,
 			// so it is bounded on its own.
 			client: httpsend.NewClient(transport, tokenFetchTimeout),
@@ -165,6 +163,10 @@ func New(cfg Config) (*Provider, error) {
 		log:   log,
 	}, nil
 }
+
+// UseClock implements oncepush.ClockUser: the client's clock, unless
+// Config.Clock was set.
+func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
 
 // Transport implements oncepush.Provider.
 func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportFCM }
@@ -243,7 +245,3 @@ func checkWebOrigin(raw string) (string, error) {
 	}
 	return "https://" + u.Host, nil
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

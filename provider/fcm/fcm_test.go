@@ -34,18 +34,30 @@ type bundle struct {
 	logs  *logRecorder
 }
 
-// setup starts a fake server and a provider wired to it. edit may change the
-// configuration before New.
+// setup starts a fake server and a provider wired to it, both on one test
+// clock. edit may change the configuration before New.
 func setup(t *testing.T, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
 	t.Helper()
-	return setupOn(t, pushtest.NewFakeServer(t), edit)
+	return setupAt(t, time.Now(), edit)
 }
 
-// setupOn makes a provider for an existing fake server (tests that share one
-// server use different device tokens).
+// setupAt is setup with the clock standing at now.
+func setupAt(t *testing.T, now time.Time, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
+	t.Helper()
+	clock := pushtest.NewClock(now)
+	return setupWith(t, pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: clock}), clock, edit)
+}
+
+// setupOn makes a provider for an existing fake server on the wall clock
+// (tests that share one server use different device tokens).
 func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
 	t.Helper()
-	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	return setupWith(t, fake, pushtest.NewClock(time.Now()), edit)
+}
+
+func setupWith(t *testing.T, fake *pushtest.FakeServer, clock *pushtest.Clock, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
+	t.Helper()
+	b := &bundle{fake: fake, clock: clock, logs: &logRecorder{}}
 	cfg := fcm.Config{
 		ServiceAccountJSON: fake.FCMServiceAccount(project),
 		BaseURL:            fake.URL + "/fcm",
@@ -402,10 +414,12 @@ func TestErrorAnswers(t *testing.T) {
 			t.Parallel()
 			p, b := setupOn(t, fake, nil)
 			if !tt.now.IsZero() {
-				b.clock.Set(tt.now)
+				// A time of its own, which the fake judges the
+				// provider's credentials by too.
+				p, b = setupAt(t, tt.now, nil)
 			}
 			token := "error-token-" + string(rune('a'+i))
-			fake.Program(oncepush.TransportFCM, token, tt.answer)
+			b.fake.Program(oncepush.TransportFCM, token, tt.answer)
 
 			res := p.Send(context.Background(), submission(token, b.clock))
 			if res.Outcome != tt.want || res.Text != tt.wantText {
@@ -414,7 +428,7 @@ func TestErrorAnswers(t *testing.T) {
 			if res.RetryAfter != tt.wantRetry || res.Throttle != tt.wantThrottle {
 				t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", res.RetryAfter, res.Throttle, tt.wantRetry, tt.wantThrottle)
 			}
-			if n := len(requestsFor(fake, token)); n != 1 {
+			if n := len(requestsFor(b.fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1 (no resend inside Send)", n)
 			}
 			if got := b.logs.errors() > 0; got != tt.wantErrorLogs {
@@ -802,5 +816,72 @@ func TestConfigLogsNoKey(t *testing.T) {
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("configured", "fcm", cfg)
 	if strings.Contains(buf.String(), "PRIVATE KEY") || strings.Contains(buf.String(), "private_key_id") {
 		t.Errorf("logging the Config leaked the key file: %s", buf.String())
+	}
+}
+
+// TestClientClockReachesTheProvider: a provider configured without a clock
+// tells the time of the client it serves (UseClock) — TTLs, the token cache,
+// the OAuth assertion — and a fake server on the same clock, far from the
+// wall clock, accepts its credentials and expires its tokens as the clock
+// moves. A clock of its own wins over the client's.
+func TestClientClockReachesTheProvider(t *testing.T) {
+	t.Parallel()
+	clock := pushtest.NewClock(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC))
+	fake := pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: clock})
+	p, err := fcm.New(fcm.Config{
+		ServiceAccountJSON: fake.FCMServiceAccount(project), BaseURL: fake.URL + "/fcm",
+		TLSConfig: fake.TLSConfig(), Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.UseClock(clock)
+	ttl := func(token string) string {
+		t.Helper()
+		s := submission(token, clock)
+		s.ExpiresAt = clock.Now().Add(90 * time.Minute)
+		if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("Send: %v %q", res.Outcome, res.Text)
+		}
+		reqs := requestsFor(fake, token)
+		var w wire
+		if err := json.Unmarshal(reqs[len(reqs)-1].Payload, &w); err != nil {
+			t.Fatal(err)
+		}
+		return w.Message.Android.TTL
+	}
+	if got := ttl("clock-token-1"); got != "5400s" {
+		t.Errorf("TTL %q, want 5400s: the client's clock, not the wall clock", got)
+	}
+	// An hour on, the fake's token has expired and the provider's cache
+	// knows: a new token is fetched, with an assertion judged on the clock.
+	clock.Advance(time.Hour)
+	if got := ttl("clock-token-2"); got != "5400s" {
+		t.Errorf("TTL %q after an hour, want 5400s", got)
+	}
+	if got := fake.FCMTokenRequests(); got != 2 {
+		t.Errorf("token requests: %d, want 2 (one per hour of the clock)", got)
+	}
+
+	own := pushtest.NewClock(clock.Now().Add(-30 * time.Minute))
+	q, err := fcm.New(fcm.Config{
+		ServiceAccountJSON: fake.FCMServiceAccount(project), BaseURL: fake.URL + "/fcm",
+		TLSConfig: fake.TLSConfig(), Clock: own, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.UseClock(clock)
+	s := submission("clock-token-3", clock)
+	s.ExpiresAt = clock.Now().Add(time.Minute)
+	if res := q.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+		t.Fatalf("Send with a clock of its own: %v %q", res.Outcome, res.Text)
+	}
+	var w wire
+	if err := json.Unmarshal(requestsFor(fake, "clock-token-3")[0].Payload, &w); err != nil {
+		t.Fatal(err)
+	}
+	if w.Message.Android.TTL != "1860s" {
+		t.Errorf("TTL %q with a clock of its own 30 min behind, want 1860s", w.Message.Android.TTL)
 	}
 }

@@ -2,16 +2,19 @@ package fcm
 
 import (
 	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/jwt"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
@@ -22,10 +25,13 @@ import (
 // it, kept until TokenRefreshMargin before it expires on the provider's clock,
 // and dropped when FCM answers 401 to it.
 type tokenCache struct {
-	conf   *jwt.Config
-	client *http.Client // for the token endpoint; bounded by tokenFetchTimeout
-	clock  oncepush.Clock
-	log    *slog.Logger
+	email    string // the service account (client_email)
+	key      *rsa.PrivateKey
+	keyID    string       // private_key_id
+	tokenURL string       // token_uri
+	client   *http.Client // for the token endpoint; bounded by tokenFetchTimeout
+	clock    oncepush.Clock
+	log      *slog.Logger
 
 	mu        sync.Mutex
 	token     string
@@ -79,79 +85,145 @@ func (c *tokenCache) drop(token string) {
 
 func (c *tokenCache) fetch(f *tokenFlight) {
 	start := c.clock.Now()
-	token, res := c.request()
+	token, lifetime, res := c.request()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if res.Outcome == 0 {
-		c.token = token.AccessToken
-		c.refreshAt = refreshTime(start, tokenLifetime(token))
-		f.token = token.AccessToken
+		c.token = token
+		c.refreshAt = refreshTime(start, lifetime)
+		f.token = token
 	}
 	f.res = res
 	c.flight = nil
 	close(f.done)
 }
 
-// request asks the key file's token_uri for an access token with a signed
-// JWT assertion (golang.org/x/oauth2/jwt) and classifies a failure.
-func (c *tokenCache) request() (*oauth2.Token, oncepush.Result) {
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.client)
-	token, err := c.conf.TokenSource(ctx).Token()
-	if err == nil {
-		if token.AccessToken == "" {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: the token endpoint answered no access_token"}
-		}
-		return token, oncepush.Result{}
+// jwtBearerGrant is the OAuth 2.0 grant of a signed JWT assertion (RFC 7523).
+const jwtBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// Bounds of the token endpoint's assertion, as Google's client libraries
+// write them: issued a little in the past, so a clock slightly ahead of
+// Google's still passes, and valid for an hour, the most Google accepts.
+const (
+	assertionBackdate = 10 * time.Second
+	assertionLifetime = time.Hour
+)
+
+// assertion is the service account's signed JWT (RS256) asking for an access
+// token with the FCM scope, issued at now on the provider's clock.
+func (c *tokenCache) assertion(now time.Time) (string, error) {
+	header, err := json.Marshal(struct {
+		Alg string `json:"alg"`
+		Typ string `json:"typ"`
+		Kid string `json:"kid"`
+	}{"RS256", "JWT", c.keyID})
+	if err != nil {
+		return "", err
 	}
-	var re *oauth2.RetrieveError
-	if !errors.As(err, &re) || re.Response == nil {
-		// The token endpoint could not be reached: nothing reached FCM either.
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: access token: " + err.Error()}
+	iat := now.Add(-assertionBackdate)
+	claims, err := json.Marshal(struct {
+		Iss   string `json:"iss"`
+		Scope string `json:"scope"`
+		Aud   string `json:"aud"`
+		Exp   int64  `json:"exp"`
+		Iat   int64  `json:"iat"`
+	}{c.email, Scope, c.tokenURL, iat.Add(assertionLifetime).Unix(), iat.Unix()})
+	if err != nil {
+		return "", err
 	}
-	status := re.Response.StatusCode
-	var body struct {
+	signed := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims)
+	digest := sha256.Sum256([]byte(signed))
+	sig, err := rsa.SignPKCS1v15(nil, c.key, crypto.SHA256, digest[:])
+	if err != nil {
+		return "", err
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// request posts a signed assertion to the key file's token_uri and returns
+// the access token and how long it lives, or classifies the failure.
+func (c *tokenCache) request() (string, time.Duration, oncepush.Result) {
+	notSent := func(text string) (string, time.Duration, oncepush.Result) {
+		// No access token: nothing reached FCM.
+		return "", 0, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + text}
+	}
+	now := c.clock.Now()
+	assertion, err := c.assertion(now)
+	if err != nil {
+		return notSent("access token: sign the assertion: " + err.Error())
+	}
+	form := url.Values{"grant_type": {jwtBearerGrant}, "assertion": {assertion}}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, c.tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return notSent("access token: " + err.Error())
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		// The token endpoint could not be reached.
+		return notSent("access token: " + err.Error())
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, tokenAnswerMax))
+	if err != nil {
+		return notSent("access token: read the answer: " + err.Error())
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return "", 0, c.refused(resp, body, now)
+	}
+	var answer struct {
+		AccessToken string      `json:"access_token"`
+		ExpiresIn   json.Number `json:"expires_in"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return notSent("access token: the token endpoint's answer is not JSON: " + err.Error())
+	}
+	if answer.AccessToken == "" {
+		return notSent("the token endpoint answered no access_token")
+	}
+	return answer.AccessToken, tokenLifetime(answer.ExpiresIn), oncepush.Result{}
+}
+
+// tokenAnswerMax bounds what is read of the token endpoint's answer.
+const tokenAnswerMax = 1 << 20
+
+// refused classifies the token endpoint's refusal.
+func (c *tokenCache) refused(resp *http.Response, body []byte, now time.Time) oncepush.Result {
+	status := resp.StatusCode
+	var answer struct {
 		Error       string `json:"error"`
 		Description string `json:"error_description"`
 	}
 	text := fmt.Sprintf("access token: %d", status)
-	if json.Unmarshal(re.Body, &body) == nil && body.Error != "" {
-		text += " " + body.Error
-		if body.Description != "" {
-			text += ": " + body.Description
+	if json.Unmarshal(body, &answer) == nil && answer.Error != "" {
+		text += " " + answer.Error
+		if answer.Description != "" {
+			text += ": " + answer.Description
 		}
-	} else if snip := httpsend.Snippet(re.Body); snip != "" {
+	} else if snip := httpsend.Snippet(body); snip != "" {
 		text += ": " + snip
 	}
 	// The token endpoint's words could repeat the signed assertion; the JWT
 	// shape is redacted.
 	text = httpsend.Redact(text)
 	if status == http.StatusTooManyRequests || status >= 500 {
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
-			RetryAfter: httpsend.RetryAfter(re.Response.Header.Get("Retry-After"), time.Now())}
+		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
+			RetryAfter: httpsend.RetryAfter(resp.Header.Get("Retry-After"), now)}
 	}
 	// invalid_grant and friends: the key was deleted, the account disabled,
 	// or the file is not what it claims. Retrying cannot help.
 	c.log.Error("fcm: Google refused the service account's token request; check the key file",
-		slog.String("token_uri", c.conf.TokenURL), slog.String("client_email", c.conf.Email), slog.String("answer", text))
-	return nil, oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
+		slog.String("token_uri", c.tokenURL), slog.String("client_email", c.email), slog.String("answer", text))
+	return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
 }
 
 // assumedTokenLifetime is used when the token endpoint does not say how long
 // its token lives; Google's access tokens live an hour.
 const assumedTokenLifetime = time.Hour
 
-func tokenLifetime(t *oauth2.Token) time.Duration {
-	// expires_in rather than t.Expiry: Expiry is on the wall clock, and the
-	// cache runs on the provider's clock.
-	switch v := t.Extra("expires_in").(type) {
-	case float64:
-		if v > 0 {
-			return time.Duration(v * float64(time.Second))
-		}
-	case json.Number:
-		if f, err := v.Float64(); err == nil && f > 0 {
-			return time.Duration(f * float64(time.Second))
-		}
+func tokenLifetime(expiresIn json.Number) time.Duration {
+	if f, err := expiresIn.Float64(); err == nil && f > 0 {
+		return time.Duration(f * float64(time.Second))
 	}
 	return assumedTokenLifetime
 }

@@ -39,6 +39,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
+	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
 
 // Defaults and limits.
@@ -90,7 +91,9 @@ type Config struct {
 	ClickAction string
 	// TLSConfig is used for the API; nil means the system roots.
 	TLSConfig *tls.Config
-	// Clock tells the time for TTLs and Retry-After dates; nil means time.Now.
+	// Clock tells the time for TTLs and Retry-After dates; nil means the
+	// clock of the oncepush.Client the provider serves (oncepush.ClockUser),
+	// else the wall clock.
 	Clock oncepush.Clock
 	// Logger receives configuration alerts (a refused service token); nil
 	// means slog.Default().
@@ -104,7 +107,7 @@ type Provider struct {
 	channelID   string
 	clickAction string
 	client      *http.Client
-	clock       oncepush.Clock
+	clock       *timesource.Source
 	log         *slog.Logger
 }
 
@@ -126,10 +129,6 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("rustore: BaseURL %q is not an https URL without query", raw)
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = systemClock{}
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -141,10 +140,14 @@ func New(cfg Config) (*Provider, error) {
 		clickAction: cfg.ClickAction,
 		// No Timeout: the engine's context bounds each send.
 		client: httpsend.NewClient(httpsend.NewTransport(cfg.TLSConfig, nil), 0),
-		clock:  clock,
+		clock:  timesource.New(cfg.Clock),
 		log:    log,
 	}, nil
 }
+
+// UseClock implements oncepush.ClockUser: the client's clock, unless
+// Config.Clock was set.
+func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
 
 // Transport implements oncepush.Provider.
 func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportRuStore }
@@ -351,7 +354,3 @@ func statusByCode(code int) string {
 	}
 	return ""
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

@@ -53,6 +53,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
+	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
 
 // Defaults and limits.
@@ -103,8 +104,9 @@ type Config struct {
 	Urgency string
 	// TLSConfig configures TLS to the push services; nil means the system roots.
 	TLSConfig *tls.Config
-	// Clock tells the time for TTL and the VAPID JWT's expiry; nil means
-	// time.Now.
+	// Clock tells the time for TTL and the VAPID JWT's expiry; nil means the
+	// clock of the oncepush.Client the provider serves (oncepush.ClockUser),
+	// else the wall clock.
 	Clock oncepush.Clock
 	// Logger receives the provider's warnings and errors; nil means
 	// slog.Default().
@@ -140,7 +142,7 @@ func DefaultAllowedHosts() []string {
 // Provider sends Web Push messages. It is safe for concurrent use.
 type Provider struct {
 	urgency string
-	now     func() time.Time
+	clock   *timesource.Source
 	log     *slog.Logger
 	vapid   *vapidSigner
 	guard   *guard
@@ -176,15 +178,12 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now
-	if cfg.Clock != nil {
-		now = cfg.Clock.Now
-	}
+	clock := timesource.New(cfg.Clock)
 	p := &Provider{
 		urgency: urgency,
-		now:     now,
+		clock:   clock,
 		log:     cmp.Or(cfg.Logger, slog.Default()),
-		vapid:   newVAPIDSigner(key, cfg.VAPIDSubject, now),
+		vapid:   newVAPIDSigner(key, cfg.VAPIDSubject, clock.Now),
 		guard:   g,
 	}
 	p.dialer = &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: g.control}
@@ -197,6 +196,10 @@ func New(cfg Config) (*Provider, error) {
 	p.client = httpsend.NewClient(t, 0)
 	return p, nil
 }
+
+// UseClock implements oncepush.ClockUser: the client's clock, unless
+// Config.Clock was set.
+func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
 
 // Transport implements oncepush.Provider.
 func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportWebPush }
@@ -360,7 +363,7 @@ func (p *Provider) classify(ctx context.Context, resp *httpsend.Response, host s
 		// A 429 is one push service's limit for this sender or subscription,
 		// not a quota of the whole transport: no Throttle.
 		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
-			RetryAfter: httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.now())}
+			RetryAfter: httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		p.log.ErrorContext(ctx, "webpush: push service refused our VAPID authorization; check VAPIDPrivateKey and VAPIDSubject",
 			slog.String("push_service", host), slog.String("answer", text))
@@ -379,7 +382,7 @@ func (p *Provider) ttlSeconds(expiresAt time.Time) int64 {
 	if expiresAt.IsZero() {
 		return int64(TTLDefault / time.Second)
 	}
-	return max(0, int64(expiresAt.Sub(p.now())/time.Second))
+	return max(0, int64(expiresAt.Sub(p.clock.Now())/time.Second))
 }
 
 // validTopic reports whether s can be an RFC 8030 Topic: at most 32

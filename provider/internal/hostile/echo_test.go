@@ -115,7 +115,7 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			w.answerWith(a.fn)
-			for _, tr := range oncepush.Transports {
+			for _, tr := range oncepush.Transports() {
 				res := w.send(w.submission(tr))
 				for what, text := range map[string]string{"text": res.Text, "provider id": res.ProviderID} {
 					if s := w.leaked(text); s != "" {

@@ -33,7 +33,7 @@ var wantHeaders = map[oncepush.Transport][]string{
 func TestMessageTextCannotAddHeaders(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	for _, tr := range oncepush.Transports {
+	for _, tr := range oncepush.Transports() {
 		s := w.submission(tr)
 		s.Title, s.Body, s.Type, s.Category = "T"+injection, "B"+injection, "t"+injection, "c"+injection
 		s.Link, s.Image = "/l"+injection, "https://img.example/i.png"+injection
@@ -43,8 +43,8 @@ func TestMessageTextCannotAddHeaders(t *testing.T) {
 		}
 	}
 	got := w.requests()
-	if len(got) != len(oncepush.Transports) {
-		t.Fatalf("the push service received %d requests, want %d", len(got), len(oncepush.Transports))
+	if len(got) != len(oncepush.Transports()) {
+		t.Fatalf("the push service received %d requests, want %d", len(got), len(oncepush.Transports()))
 	}
 	for _, r := range got {
 		tr := transportOf(r.path)
@@ -127,7 +127,7 @@ func TestImagesAreNotFetched(t *testing.T) {
 	img := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	t.Cleanup(img.Close)
 	for _, u := range []string{img.URL + "/latest/meta-data/a.png", w.internal.URL + "/a.png"} {
-		for _, tr := range oncepush.Transports {
+		for _, tr := range oncepush.Transports() {
 			s := w.submission(tr)
 			s.Image = u
 			if res := w.send(s); res.Outcome != oncepush.OutcomeAccepted {

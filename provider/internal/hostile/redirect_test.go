@@ -22,7 +22,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				rw.Header().Set("Location", internal)
 				rw.WriteHeader(status)
 			})
-			for _, tr := range oncepush.Transports {
+			for _, tr := range oncepush.Transports() {
 				if res := w.send(w.submission(tr)); res.Outcome == oncepush.OutcomeAccepted {
 					t.Errorf("%s: a %d redirect was taken as accepted", tr, status)
 				}

@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"crypto/aes"
@@ -33,7 +33,7 @@ import (
 // The decryption here is written independently of provider/webpush (HMAC
 // steps spelled out rather than crypto/hkdf), so the two check each other.
 type fakeWebPush struct {
-	s *FakeServer
+	s *Server
 
 	mu   sync.Mutex
 	subs map[string]*fakeSubscription // by endpoint id
@@ -60,9 +60,23 @@ const (
 	webPushMaxJWTLifetime = 24*time.Hour + time.Minute
 )
 
-func newFakeWebPush(s *FakeServer) *fakeWebPush {
+// webpush is the server's WebPush state.
+func (s *Server) webpush() *fakeWebPush { return s.speaks[oncepush.TransportWebPush].(*fakeWebPush) }
+
+func newFakeWebPush(s *Server) *fakeWebPush {
 	f := &fakeWebPush{s: s, subs: map[string]*fakeSubscription{}, vapidOK: map[string]time.Time{}}
 	s.mux.HandleFunc("POST /webpush/{id}", f.push)
+	// The control endpoint (ControlPrefix) for a new subscription.
+	s.mux.HandleFunc("POST /_fake/webpush/subscriptions", func(w http.ResponseWriter, r *http.Request) {
+		token := s.NewWebPushSubscription()
+		sub, err := oncepush.ParseWebPushSubscription(string(token))
+		if err != nil { // our own subscription always parses
+			controlError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		id := strings.TrimPrefix(sub.Endpoint, s.URL+"/webpush/")
+		controlJSON(w, http.StatusCreated, ControlSubscription{Token: string(token), ID: id})
+	})
 	return f
 }
 
@@ -70,9 +84,9 @@ func newFakeWebPush(s *FakeServer) *fakeWebPush {
 // browser's PushManager.subscribe would: a P-256 key pair and a 16-byte auth
 // secret that the fake keeps to decrypt what is sent to it, and the endpoint
 // URL+"/webpush/<id>". It returns the subscription as a Web Push device token.
-// The <id> is the FakeRequest.Token of requests to it, and the token to
+// The <id> is the Request.Token of requests to it, and the token to
 // Program answers for.
-func (s *FakeServer) NewWebPushSubscription() oncepush.Token {
+func (s *Server) NewWebPushSubscription() oncepush.Token {
 	key, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		panic("pushtest: generate P-256 key: " + err.Error())
@@ -83,9 +97,9 @@ func (s *FakeServer) NewWebPushSubscription() oncepush.Token {
 	_, _ = rand.Read(idBytes)
 	id := hex.EncodeToString(idBytes)
 
-	s.webpush.mu.Lock()
-	s.webpush.subs[id] = &fakeSubscription{key: key, auth: auth}
-	s.webpush.mu.Unlock()
+	s.webpush().mu.Lock()
+	s.webpush().subs[id] = &fakeSubscription{key: key, auth: auth}
+	s.webpush().mu.Unlock()
 
 	sub := &oncepush.WebPushSubscription{
 		Endpoint: s.URL + "/webpush/" + id,
@@ -98,7 +112,7 @@ func (s *FakeServer) NewWebPushSubscription() oncepush.Token {
 // WebPushError returns a push service's error answer for a status, with a
 // JSON body in the style of Mozilla's autopush ({"code", "errno", "error",
 // "message"}). Add a Retry-After header to the answer's Header for 429/503.
-func WebPushError(status int) FakeAnswer {
+func WebPushError(status int) Answer {
 	errno, message := 999, "Unexpected error"
 	switch status {
 	case http.StatusBadRequest:
@@ -121,7 +135,7 @@ func WebPushError(status int) FakeAnswer {
 	body, _ := json.Marshal(map[string]any{
 		"code": status, "errno": errno, "error": http.StatusText(status), "message": message,
 	})
-	return FakeAnswer{Status: status, Body: string(body)}
+	return Answer{Status: status, Body: string(body)}
 }
 
 func webPushRefusal(status int, message string) map[string]any {
@@ -148,19 +162,19 @@ func (f *fakeWebPush) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !f.vapidKnown(r) {
-		if status, msg := checkVAPID(r.Header.Get("Authorization"), "https://"+r.Host, time.Now()); status != 0 {
+		if status, msg := checkVAPID(r.Header.Get("Authorization"), "https://"+r.Host, f.s.now()); status != 0 {
 			refuse(w, status, webPushRefusal(status, msg))
 			return
 		}
 		f.mu.Lock()
-		f.vapidOK[r.Host+" "+r.Header.Get("Authorization")] = time.Now()
+		f.vapidOK[r.Host+" "+r.Header.Get("Authorization")] = f.s.now()
 		f.mu.Unlock()
 	}
 
 	f.mu.Lock()
 	sub := f.subs[id]
 	f.mu.Unlock()
-	req := FakeRequest{
+	req := Request{
 		Transport:  oncepush.TransportWebPush,
 		Token:      id,
 		CollapseID: r.Header.Get("Topic"),
@@ -198,7 +212,7 @@ func (f *fakeWebPush) vapidKnown(r *http.Request) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	at, ok := f.vapidOK[r.Host+" "+r.Header.Get("Authorization")]
-	return ok && time.Since(at) < vapidReuse
+	return ok && f.s.now().Sub(at) < vapidReuse
 }
 
 // checkWebPushHeaders returns what is wrong with a push request's headers

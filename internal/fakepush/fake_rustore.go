@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"bytes"
@@ -17,11 +17,14 @@ import (
 // fakeRuStore is the fake RuStore (VK Push) send API under /rustore. It
 // accepts one service token, RuStoreToken, for every project.
 type fakeRuStore struct {
-	s     *FakeServer
+	s     *Server
 	token string
 }
 
-func newFakeRuStore(s *FakeServer) *fakeRuStore {
+// rustore is the server's RuStore state.
+func (s *Server) rustore() *fakeRuStore { return s.speaks[oncepush.TransportRuStore].(*fakeRuStore) }
+
+func newFakeRuStore(s *Server) *fakeRuStore {
 	f := &fakeRuStore{s: s, token: rand.Text() + rand.Text()}
 	s.mux.HandleFunc("POST /rustore/v1/projects/{project}/messages:send", f.send)
 	return f
@@ -29,14 +32,14 @@ func newFakeRuStore(s *FakeServer) *fakeRuStore {
 
 // RuStoreToken returns the service token the fake RuStore API accepts (any
 // other bearer is answered 401 UNAUTHENTICATED and not recorded).
-func (s *FakeServer) RuStoreToken() string { return s.rustore.token }
+func (s *Server) RuStoreToken() string { return s.rustore().token }
 
 // RuStoreError is a RuStore error answer {"error": {"code", "message",
 // "status"}}, for example:
 //
 //	pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")
-func RuStoreError(status int, statusName, message string) FakeAnswer {
-	return FakeAnswer{Status: status, Body: rustoreErrorBody(status, statusName, message)}
+func RuStoreError(status int, statusName, message string) Answer {
+	return Answer{Status: status, Body: rustoreErrorBody(status, statusName, message)}
 }
 
 func rustoreErrorBody(code int, status, message string) string {
@@ -101,7 +104,7 @@ func (f *fakeRuStore) send(w http.ResponseWriter, r *http.Request) {
 		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("invalid message.android.ttl %q", m.Android.TTL))
 		return
 	}
-	f.s.serve(w, r, FakeRequest{
+	f.s.serve(w, r, Request{
 		Transport:      oncepush.TransportRuStore,
 		Token:          m.Token,
 		NotificationID: m.Data["oncepush_id"],

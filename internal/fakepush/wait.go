@@ -1,11 +1,11 @@
-package pushtest
+package fakepush
 
 import "context"
 
-// waitCount blocks until read reports at least n, or ctx ends, and reports
+// WaitCount blocks until read reports at least n, or ctx ends, and reports
 // whether it got there. read returns the current count and a channel that is
 // closed at the next arrival (both read under the caller's lock).
-func waitCount(ctx context.Context, n int, read func() (int, <-chan struct{})) bool {
+func WaitCount(ctx context.Context, n int, read func() (int, <-chan struct{})) bool {
 	for {
 		got, next := read()
 		if got >= n {

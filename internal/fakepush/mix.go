@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"fmt"
@@ -7,21 +7,21 @@ import (
 	"github.com/oncepush/oncepush"
 )
 
-// FakeChoice is one answer of a mix (FakeServer.Mix), drawn with probability
+// Choice is one answer of a mix (Server.Mix), drawn with probability
 // Weight / (the sum of the mix's weights).
-type FakeChoice struct {
+type Choice struct {
 	Weight int
-	Answer FakeAnswer
+	Answer Answer
 }
 
 // fakeMix draws answers at random from weighted choices.
 type fakeMix struct {
 	rng     *rand.Rand // guarded by the server's mutex
-	choices []FakeChoice
+	choices []Choice
 	total   int
 }
 
-func (m *fakeMix) draw() FakeAnswer {
+func (m *fakeMix) draw() Answer {
 	n := m.rng.IntN(m.total)
 	for _, c := range m.choices {
 		if n < c.Weight {
@@ -40,7 +40,7 @@ func (m *fakeMix) draw() FakeAnswer {
 // source seeded with seed, so a mix draws the same sequence of answers for
 // the same sequence of requests. No choices clears the mix; a weight that is
 // not positive is an error.
-func (s *FakeServer) Mix(t oncepush.Transport, seed uint64, choices ...FakeChoice) error {
+func (s *Server) Mix(t oncepush.Transport, seed uint64, choices ...Choice) error {
 	total := 0
 	for i, c := range choices {
 		if c.Weight <= 0 {
@@ -56,7 +56,7 @@ func (s *FakeServer) Mix(t oncepush.Transport, seed uint64, choices ...FakeChoic
 	}
 	s.mixes[t] = &fakeMix{
 		rng:     rand.New(rand.NewPCG(seed, uint64(len(t)))),
-		choices: append([]FakeChoice(nil), choices...),
+		choices: append([]Choice(nil), choices...),
 		total:   total,
 	}
 	return nil

@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"bytes"
@@ -9,13 +9,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/oncepush/oncepush"
 )
 
-// ControlPrefix is where a FakeServer serves its control endpoints: HTTP
+// ControlPrefix is where a Server serves its control endpoints: HTTP
 // access to what Program, Mix, SetLatency, Requests, ReceivedAfter, Held,
 // Stats, Reset and NewWebPushSubscription do in Go, for tests that run the
 // fake in another process (`oncepush fake-providers`) or are written in
@@ -25,7 +24,7 @@ import (
 //	GET  /_fake/requests[?transport=T]  → 200 [ControlRequest, …] answered or dropped, in arrival order
 //	GET  /_fake/received[?after=SEQ&limit=N&fate=held]
 //	                                    → 200 [ControlReceipt, …] every request received, in arrival order
-//	GET  /_fake/stats                   → 200 FakeStats
+//	GET  /_fake/stats                   → 200 Stats
 //	POST /_fake/program                 ControlProgram → 204
 //	POST /_fake/mix                     ControlMix → 204
 //	POST /_fake/latency                 ControlLatency → 204
@@ -38,7 +37,7 @@ import (
 // own TLS certificate, like the providers (trust CertificatePEM).
 const ControlPrefix = "/_fake/"
 
-// ControlRequest is a FakeRequest as GET /_fake/requests returns it.
+// ControlRequest is a Request as GET /_fake/requests returns it.
 type ControlRequest struct {
 	Transport      oncepush.Transport `json:"transport"`
 	Token          string             `json:"token"`
@@ -52,14 +51,14 @@ type ControlRequest struct {
 	// Status is the HTTP status the fake answered (0: it dropped the connection).
 	Status int       `json:"status"`
 	At     time.Time `json:"at"`
-	// Seq, Fate, ReceivedAt and RemoteAddr are as in FakeRequest.
+	// Seq, Fate, ReceivedAt and RemoteAddr are as in Request.
 	Seq        int64     `json:"seq"`
-	Fate       FakeFate  `json:"fate"`
+	Fate       Fate      `json:"fate"`
 	ReceivedAt time.Time `json:"receivedAt"`
 	RemoteAddr string    `json:"remoteAddr"`
 }
 
-// ControlReceipt is a FakeRequest as GET /_fake/received returns it: without
+// ControlReceipt is a Request as GET /_fake/received returns it: without
 // payload and headers, so that a record of many thousands of requests can be
 // read in pages (after = the last Seq read).
 type ControlReceipt struct {
@@ -70,7 +69,7 @@ type ControlReceipt struct {
 	NotificationID string             `json:"notificationId"`
 	APNsID         string             `json:"apnsId"`
 	Status         int                `json:"status"`
-	Fate           FakeFate           `json:"fate"`
+	Fate           Fate               `json:"fate"`
 	ReceivedAt     time.Time          `json:"receivedAt"`
 	// At is when the request settled; absent while it is held.
 	At         time.Time `json:"at,omitzero"`
@@ -79,21 +78,21 @@ type ControlReceipt struct {
 
 // ControlMix is the body of POST /_fake/mix: the weighted answers that the
 // transport's requests without a program of their own draw from, as
-// FakeServer.Mix takes them. No choices clears the mix.
+// Server.Mix takes them. No choices clears the mix.
 type ControlMix struct {
 	Transport oncepush.Transport `json:"transport"`
 	Seed      uint64             `json:"seed"`
 	Choices   []ControlChoice    `json:"choices"`
 }
 
-// ControlChoice is a FakeChoice in JSON.
+// ControlChoice is a Choice in JSON.
 type ControlChoice struct {
 	Weight int           `json:"weight"`
 	Answer ControlAnswer `json:"answer"`
 }
 
 // ControlProgram is the body of POST /_fake/program: the answers for a
-// transport's token, as FakeServer.Program takes them (token "" = every token
+// transport's token, as Server.Program takes them (token "" = every token
 // of the transport without a program of its own; no answers clears the
 // program). For Web Push the token is the subscription's endpoint id (the
 // "id" of ControlSubscription).
@@ -103,7 +102,7 @@ type ControlProgram struct {
 	Answers   []ControlAnswer    `json:"answers"`
 }
 
-// ControlAnswer is a FakeAnswer in JSON.
+// ControlAnswer is a Answer in JSON.
 type ControlAnswer struct {
 	// Status is the HTTP status; 0 means the protocol's success answer.
 	Status int `json:"status,omitempty"`
@@ -159,7 +158,7 @@ func (h *ControlHeaderValues) UnmarshalJSON(b []byte) error {
 // Go test can program a fake in another process with this package's answer
 // helpers (FCMError, FCMDeviceRateExceeded, FCMProjectQuotaExceeded, APNsError,
 // WebPushError, RuStoreError).
-func ControlAnswerOf(a FakeAnswer) ControlAnswer {
+func ControlAnswerOf(a Answer) ControlAnswer {
 	c := ControlAnswer{Status: a.Status, LatencyMs: a.Latency.Milliseconds(), Drop: a.Drop}
 	if a.Body != "" {
 		c.Body, _ = json.Marshal(a.Body) // a string always encodes
@@ -174,8 +173,8 @@ func ControlAnswerOf(a FakeAnswer) ControlAnswer {
 }
 
 // answer converts c back; it names the field at fault.
-func (c ControlAnswer) answer() (FakeAnswer, error) {
-	a := FakeAnswer{Status: c.Status, Latency: time.Duration(c.LatencyMs) * time.Millisecond, Drop: c.Drop}
+func (c ControlAnswer) answer() (Answer, error) {
+	a := Answer{Status: c.Status, Latency: time.Duration(c.LatencyMs) * time.Millisecond, Drop: c.Drop}
 	if c.Status != 0 && (c.Status < 100 || c.Status > 599) {
 		return a, fmt.Errorf("status: %d is not an HTTP status", c.Status)
 	}
@@ -212,8 +211,9 @@ func (c ControlAnswer) answer() (FakeAnswer, error) {
 // controlMaxBody bounds a control request's body.
 const controlMaxBody = 1 << 20
 
-// registerControl serves the control endpoints (ControlPrefix) on the fake's mux.
-func (s *FakeServer) registerControl() {
+// registerControl serves the control endpoints (ControlPrefix) on the fake's
+// mux; a protocol serves its own (POST /_fake/webpush/subscriptions).
+func (s *Server) registerControl() {
 	s.mux.HandleFunc("GET /_fake/requests", s.controlRequests)
 	s.mux.HandleFunc("GET /_fake/received", s.controlReceived)
 	s.mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
@@ -226,22 +226,12 @@ func (s *FakeServer) registerControl() {
 		s.Reset()
 		w.WriteHeader(http.StatusNoContent)
 	})
-	s.mux.HandleFunc("POST /_fake/webpush/subscriptions", func(w http.ResponseWriter, r *http.Request) {
-		token := s.NewWebPushSubscription()
-		sub, err := oncepush.ParseWebPushSubscription(string(token))
-		if err != nil { // our own subscription always parses
-			controlError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		id := strings.TrimPrefix(sub.Endpoint, s.URL+"/webpush/")
-		controlJSON(w, http.StatusCreated, ControlSubscription{Token: string(token), ID: id})
-	})
 }
 
-func (s *FakeServer) controlRequests(w http.ResponseWriter, r *http.Request) {
-	var reqs []FakeRequest
+func (s *Server) controlRequests(w http.ResponseWriter, r *http.Request) {
+	var reqs []Request
 	if t := r.URL.Query().Get("transport"); t != "" {
-		tr, err := controlTransport("transport", oncepush.Transport(t))
+		tr, err := s.controlTransport("transport", oncepush.Transport(t))
 		if err != nil {
 			controlError(w, http.StatusBadRequest, err.Error())
 			return
@@ -267,7 +257,7 @@ const (
 	controlReceivedLimitMax     = 10000
 )
 
-func (s *FakeServer) controlReceived(w http.ResponseWriter, r *http.Request) {
+func (s *Server) controlReceived(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var after int64
 	if v := q.Get("after"); v != "" {
@@ -287,8 +277,8 @@ func (s *FakeServer) controlReceived(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	var reqs []FakeRequest
-	switch fate := FakeFate(q.Get("fate")); fate {
+	var reqs []Request
+	switch fate := Fate(q.Get("fate")); fate {
 	case "":
 		reqs = s.ReceivedAfter(after, limit)
 	case FateHeld:
@@ -311,18 +301,18 @@ func (s *FakeServer) controlReceived(w http.ResponseWriter, r *http.Request) {
 	controlJSON(w, http.StatusOK, out)
 }
 
-func (s *FakeServer) controlMix(w http.ResponseWriter, r *http.Request) {
+func (s *Server) controlMix(w http.ResponseWriter, r *http.Request) {
 	var m ControlMix
 	if err := controlDecode(w, r, &m); err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	tr, err := controlTransport("transport", m.Transport)
+	tr, err := s.controlTransport("transport", m.Transport)
 	if err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	choices := make([]FakeChoice, 0, len(m.Choices))
+	choices := make([]Choice, 0, len(m.Choices))
 	for i, c := range m.Choices {
 		if c.Weight <= 0 {
 			controlError(w, http.StatusBadRequest, fmt.Sprintf("choices[%d].weight: must be positive", i))
@@ -333,7 +323,7 @@ func (s *FakeServer) controlMix(w http.ResponseWriter, r *http.Request) {
 			controlError(w, http.StatusBadRequest, fmt.Sprintf("choices[%d].answer.%v", i, err))
 			return
 		}
-		choices = append(choices, FakeChoice{Weight: c.Weight, Answer: a})
+		choices = append(choices, Choice{Weight: c.Weight, Answer: a})
 	}
 	if err := s.Mix(tr, m.Seed, choices...); err != nil { // weights checked above
 		controlError(w, http.StatusBadRequest, err.Error())
@@ -342,18 +332,18 @@ func (s *FakeServer) controlMix(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *FakeServer) controlProgram(w http.ResponseWriter, r *http.Request) {
+func (s *Server) controlProgram(w http.ResponseWriter, r *http.Request) {
 	var p ControlProgram
 	if err := controlDecode(w, r, &p); err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	tr, err := controlTransport("transport", p.Transport)
+	tr, err := s.controlTransport("transport", p.Transport)
 	if err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	answers := make([]FakeAnswer, 0, len(p.Answers))
+	answers := make([]Answer, 0, len(p.Answers))
 	for i, c := range p.Answers {
 		a, err := c.answer()
 		if err != nil {
@@ -366,13 +356,13 @@ func (s *FakeServer) controlProgram(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *FakeServer) controlLatency(w http.ResponseWriter, r *http.Request) {
+func (s *Server) controlLatency(w http.ResponseWriter, r *http.Request) {
 	var l ControlLatency
 	if err := controlDecode(w, r, &l); err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	tr, err := controlTransport("transport", l.Transport)
+	tr, err := s.controlTransport("transport", l.Transport)
 	if err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return
@@ -385,9 +375,10 @@ func (s *FakeServer) controlLatency(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func controlTransport(field string, t oncepush.Transport) (oncepush.Transport, error) {
-	if !slices.Contains(oncepush.Transports, t) {
-		return "", fmt.Errorf("%s: %q is not one of fcm, apns, webpush, rustore", field, t)
+// controlTransport checks that the fake speaks t.
+func (s *Server) controlTransport(field string, t oncepush.Transport) (oncepush.Transport, error) {
+	if _, ok := s.speaks[t]; !ok {
+		return "", fmt.Errorf("%s: %q is not one of %s", field, t, s.list)
 	}
 	return t, nil
 }

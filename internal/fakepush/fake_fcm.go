@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // assertion of a service account handed out by FCMServiceAccount and issues
 // access tokens; the send API accepts only those, for their own project.
 type fakeFCM struct {
-	s *FakeServer
+	s *Server
 
 	// The service-account key is generated on first use: an RSA key takes a
 	// noticeable time, and most fake servers never speak FCM.
@@ -64,7 +64,10 @@ const (
 	fcmUnauthenticated = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."
 )
 
-func newFakeFCM(s *FakeServer) *fakeFCM {
+// fcm is the server's FCM state.
+func (s *Server) fcm() *fakeFCM { return s.speaks[oncepush.TransportFCM].(*fakeFCM) }
+
+func newFakeFCM(s *Server) *fakeFCM {
 	f := &fakeFCM{
 		s:        s,
 		accounts: map[string]string{},
@@ -96,12 +99,12 @@ func (f *fakeFCM) signingKey() (*rsa.PrivateKey, string) {
 // access tokens it obtains are accepted by the fake FCM send API of the same
 // project (and refused, 403 PERMISSION_DENIED, for another project). The key is
 // generated once per server.
-func (s *FakeServer) FCMServiceAccount(projectID string) []byte {
-	key, keyID := s.fcm.signingKey()
+func (s *Server) FCMServiceAccount(projectID string) []byte {
+	key, keyID := s.fcm().signingKey()
 	email := "oncepush-fake@" + projectID + ".iam.gserviceaccount.com"
-	s.fcm.mu.Lock()
-	s.fcm.accounts[email] = projectID
-	s.fcm.mu.Unlock()
+	s.fcm().mu.Lock()
+	s.fcm().accounts[email] = projectID
+	s.fcm().mu.Unlock()
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		panic(fmt.Sprintf("pushtest: encode the fake FCM key: %v", err))
@@ -126,19 +129,19 @@ func (s *FakeServer) FCMServiceAccount(projectID string) []byte {
 
 // FCMTokenRequests returns how many requests the OAuth token endpoint
 // received, granted or refused.
-func (s *FakeServer) FCMTokenRequests() int {
-	s.fcm.mu.Lock()
-	defer s.fcm.mu.Unlock()
-	return s.fcm.tokenRequests
+func (s *Server) FCMTokenRequests() int {
+	s.fcm().mu.Lock()
+	defer s.fcm().mu.Unlock()
+	return s.fcm().tokenRequests
 }
 
 // RevokeFCMAccessTokens invalidates every access token issued so far: the
 // next send with one of them is answered 401 UNAUTHENTICATED, as Google
 // answers an expired or revoked token, and a client must fetch a new one.
-func (s *FakeServer) RevokeFCMAccessTokens() {
-	s.fcm.mu.Lock()
-	defer s.fcm.mu.Unlock()
-	clear(s.fcm.tokens)
+func (s *Server) RevokeFCMAccessTokens() {
+	s.fcm().mu.Lock()
+	defer s.fcm().mu.Unlock()
+	clear(s.fcm().tokens)
 }
 
 // FCMError is an FCM HTTP v1 error answer: status is the HTTP status,
@@ -147,19 +150,19 @@ func (s *FakeServer) RevokeFCMAccessTokens() {
 // detail. For example:
 //
 //	pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED")
-func FCMError(status int, statusName, message, errorCode string) FakeAnswer {
+func FCMError(status int, statusName, message, errorCode string) Answer {
 	var details []any
 	if errorCode != "" {
 		details = append(details, map[string]string{"@type": fcmErrorType, "errorCode": errorCode})
 	}
-	return FakeAnswer{Status: status, Body: fcmErrorBody(status, statusName, message, details...)}
+	return Answer{Status: status, Body: fcmErrorBody(status, statusName, message, details...)}
 }
 
 // FCMDeviceRateExceeded is FCM's answer to messages sent too fast to one
 // device (or topic): 429 RESOURCE_EXHAUSTED with an FcmError detail, errorCode
 // QUOTA_EXCEEDED. Only sends to that target must slow down. Add a Retry-After
 // header to the answer's Header to send one.
-func FCMDeviceRateExceeded() FakeAnswer {
+func FCMDeviceRateExceeded() Answer {
 	return FCMError(http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "Device message rate exceeded.", "QUOTA_EXCEEDED")
 }
 
@@ -169,8 +172,8 @@ func FCMDeviceRateExceeded() FakeAnswer {
 // quota_unit 1/min/{project}) and a google.rpc.Help link, as Google's API
 // front end answers it. Every send of the project meets it until the minute
 // ends. Add a Retry-After header to the answer's Header to send one.
-func FCMProjectQuotaExceeded() FakeAnswer {
-	return FakeAnswer{Status: http.StatusTooManyRequests, Body: fcmErrorBody(http.StatusTooManyRequests, "RESOURCE_EXHAUSTED",
+func FCMProjectQuotaExceeded() Answer {
+	return Answer{Status: http.StatusTooManyRequests, Body: fcmErrorBody(http.StatusTooManyRequests, "RESOURCE_EXHAUSTED",
 		"Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:"+fcmProjectNumber+"'.",
 		map[string]any{
 			"@type":  fcmErrorInfoType,
@@ -195,8 +198,8 @@ func FCMProjectQuotaExceeded() FakeAnswer {
 
 // FCMInvalidTokenArgument is FCM's answer to a registration token that is not
 // one: 400 INVALID_ARGUMENT with a BadRequest detail naming message.token.
-func FCMInvalidTokenArgument() FakeAnswer {
-	return FakeAnswer{Status: http.StatusBadRequest, Body: fcmErrorBody(http.StatusBadRequest, "INVALID_ARGUMENT",
+func FCMInvalidTokenArgument() Answer {
+	return Answer{Status: http.StatusBadRequest, Body: fcmErrorBody(http.StatusBadRequest, "INVALID_ARGUMENT",
 		"The registration token is not a valid FCM registration token",
 		map[string]string{"@type": fcmErrorType, "errorCode": "INVALID_ARGUMENT"},
 		fcmBadRequest("message.token", "Invalid registration token"),
@@ -246,7 +249,7 @@ func (f *fakeFCM) token(w http.ResponseWriter, r *http.Request) {
 	}
 	token := "ya29.fake-" + rand.Text()
 	f.mu.Lock()
-	f.tokens[token] = fcmAccessToken{project: project, expires: time.Now().Add(fcmTokenLifetime)}
+	f.tokens[token] = fcmAccessToken{project: project, expires: f.s.now().Add(fcmTokenLifetime)}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -306,7 +309,7 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 	f.mu.Lock()
 	project, known := f.accounts[claims.Iss]
 	f.mu.Unlock()
-	switch now := time.Now(); {
+	switch now := f.s.now(); {
 	case !known:
 		return "", fmt.Sprintf("Invalid JWT: iss %q is not a service account of this server", claims.Iss)
 	case !slices.Contains(strings.Fields(claims.Scope), fcmScope):
@@ -338,7 +341,7 @@ func (f *fakeFCM) authorize(r *http.Request) (fcmAccessToken, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, ok := f.tokens[token]
-	if !ok || !time.Now().Before(t.expires) {
+	if !ok || !f.s.now().Before(t.expires) {
 		return fcmAccessToken{}, false
 	}
 	return t, true
@@ -423,7 +426,7 @@ func (f *fakeFCM) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := req.Message
-	rec := FakeRequest{
+	rec := Request{
 		Transport:      oncepush.TransportFCM,
 		Token:          m.Token,
 		NotificationID: m.Data["oncepush_id"],

@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"crypto/ecdsa"
@@ -36,10 +36,10 @@ import (
 //   - Otherwise the programmed answer, or 200 with the apns-id echoed (or made
 //     up when the request had none) and an empty body.
 //
-// The JWT's iat is checked against the wall clock: at most an hour old and
-// at most a minute ahead.
+// The JWT's iat is checked against the fake's clock (Options.Clock): at most
+// an hour old and at most a minute ahead.
 type fakeAPNs struct {
-	s      *FakeServer
+	s      *Server
 	key    *ecdsa.PrivateKey
 	p8     []byte
 	keyID  string
@@ -52,7 +52,10 @@ type fakeAPNs struct {
 // fakeAPNsMaxPayload is APNs's limit for alert and background notifications.
 const fakeAPNsMaxPayload = 4096
 
-func newFakeAPNs(s *FakeServer) *fakeAPNs {
+// apns is the server's APNs state.
+func (s *Server) apns() *fakeAPNs { return s.speaks[oncepush.TransportAPNs].(*fakeAPNs) }
+
+func newFakeAPNs(s *Server) *fakeAPNs {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		panic("pushtest: generate the fake APNs signing key: " + err.Error())
@@ -75,29 +78,30 @@ func newFakeAPNs(s *FakeServer) *fakeAPNs {
 
 // APNsKey returns the signing key the fake APNs accepts provider JWTs from:
 // the .p8 file's contents, its key id and the team id. One key per server.
-func (s *FakeServer) APNsKey() (p8 []byte, keyID, teamID string) {
-	return append([]byte(nil), s.apns.p8...), s.apns.keyID, s.apns.teamID
+func (s *Server) APNsKey() (p8 []byte, keyID, teamID string) {
+	return append([]byte(nil), s.apns().p8...), s.apns().keyID, s.apns().teamID
 }
 
 // APNsTokensSeen returns how many distinct, correctly signed provider JWTs
 // the fake APNs has received (a client that reuses its JWT shows 1 however
 // many notifications it sent).
-func (s *FakeServer) APNsTokensSeen() int {
-	s.apns.mu.Lock()
-	defer s.apns.mu.Unlock()
-	return len(s.apns.tokens)
+func (s *Server) APNsTokensSeen() int {
+	s.apns().mu.Lock()
+	defer s.apns().mu.Unlock()
+	return len(s.apns().tokens)
 }
 
 // APNsError is an APNs error answer for Program: the status and
-// {"reason": reason}, with a "timestamp" (now, in milliseconds) on 410 as
-// APNs sends it.
-func APNsError(status int, reason string) FakeAnswer {
+// {"reason": reason}, with a "timestamp" (now on the wall clock, in
+// milliseconds: the answer is made before any server has it) on 410 as APNs
+// sends it.
+func APNsError(status int, reason string) Answer {
 	body := map[string]any{"reason": reason}
 	if status == http.StatusGone {
 		body["timestamp"] = time.Now().UnixMilli()
 	}
 	b, _ := json.Marshal(body)
-	return FakeAnswer{Status: status, Body: string(b)}
+	return Answer{Status: status, Body: string(b)}
 }
 
 func (f *fakeAPNs) handle(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +123,7 @@ func (f *fakeAPNs) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	token := r.PathValue("token")
 	apnsID := r.Header.Get("apns-id")
-	req := FakeRequest{
+	req := Request{
 		Transport:  oncepush.TransportAPNs,
 		Token:      token,
 		CollapseID: r.Header.Get("apns-collapse-id"),
@@ -186,7 +190,7 @@ func checkAPNsRequest(token string, h http.Header, body []byte) (status int, rea
 
 // answerError records the request and answers an APNs error that the
 // protocol itself calls for (no program consulted).
-func (f *fakeAPNs) answerError(w http.ResponseWriter, r *http.Request, req FakeRequest, status int, reason string) {
+func (f *fakeAPNs) answerError(w http.ResponseWriter, r *http.Request, req Request, status int, reason string) {
 	f.s.answerNow(r, req, status)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(status)
@@ -242,7 +246,7 @@ func (f *fakeAPNs) authorize(auth string) (status int, reason string) {
 		f.mu.Unlock()
 	}
 	iat := time.Unix(*claims.Iat, 0)
-	switch now := time.Now(); {
+	switch now := f.s.now(); {
 	case now.Sub(iat) > time.Hour:
 		return forbidden, "ExpiredProviderToken"
 	case iat.Sub(now) > time.Minute:

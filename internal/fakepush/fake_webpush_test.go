@@ -1,4 +1,4 @@
-package pushtest
+package fakepush
 
 import (
 	"bytes"
@@ -109,12 +109,12 @@ func (v wpVAPID) String() string {
 
 func TestFakeWebPushProtocol(t *testing.T) {
 	t.Parallel()
-	s := NewFakeServer(t)
+	s := startServer(t)
 	// A subscription holding RFC 8291's keys, so its example body is a valid push.
 	const vectorID = "rfc8291"
-	s.webpush.mu.Lock()
-	s.webpush.subs[vectorID] = wpVectorSubscription(t)
-	s.webpush.mu.Unlock()
+	s.webpush().mu.Lock()
+	s.webpush().subs[vectorID] = wpVectorSubscription(t)
+	s.webpush().mu.Unlock()
 
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -236,7 +236,7 @@ func TestFakeWebPushProtocol(t *testing.T) {
 
 func TestNewWebPushSubscription(t *testing.T) {
 	t.Parallel()
-	s := NewFakeServer(t)
+	s := startServer(t)
 	a, b := s.NewWebPushSubscription(), s.NewWebPushSubscription()
 	if a == b {
 		t.Fatal("two subscriptions are equal")

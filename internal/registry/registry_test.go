@@ -1,0 +1,275 @@
+package registry_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/api"
+	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/fakepush"
+	"github.com/oncepush/oncepush/internal/registry"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// The server's table holds the built-in transports, in their order, each
+// with everything a row needs, and the fake speaks every one of them.
+func TestDefaultMatchesBuiltins(t *testing.T) {
+	t.Parallel()
+	table := registry.Default()
+	if got, want := table.Names(), oncepush.Transports(); !slices.Equal(got, want) {
+		t.Fatalf("Default() names %v, want the built-in transports %v", got, want)
+	}
+	for _, row := range table {
+		if row.Title == "" || row.NewSection == nil || row.Fake == nil || row.Spec.NormalizeToken == nil {
+			t.Errorf("%s: an incomplete row: %+v", row.Spec.Name, row)
+		}
+	}
+	fake, err := fakepush.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	if got := fake.Transports(); !slices.Equal(got, table.Names()) {
+		t.Errorf("the fake speaks %v, the registry lists %v", got, table.Names())
+	}
+	if got := table.Titles(); got != "FCM, APNs, Web Push and RuStore" {
+		t.Errorf("Titles() = %q", got)
+	}
+}
+
+// openAPITransports returns the document's Transport enum.
+func openAPITransports(t *testing.T) []oncepush.Transport {
+	t.Helper()
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Transport struct {
+					Enum []oncepush.Transport `json:"enum"`
+				} `json:"Transport"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Components.Schemas.Transport.Enum
+}
+
+// enumMismatch says how the document's enum differs from the table's names.
+func enumMismatch(enum []oncepush.Transport, table registry.Table) string {
+	if slices.Equal(enum, table.Names()) {
+		return ""
+	}
+	quoted := make([]string, len(table))
+	for i, n := range table.Names() {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Sprintf("api/openapi.json: components.schemas.Transport.enum is %v; the registry's transports are [%s]", enum, strings.Join(quoted, ", "))
+}
+
+// TestOpenAPITransportEnum keeps the document in step with the registry: a
+// transport added to Default is named here until the document has it.
+func TestOpenAPITransportEnum(t *testing.T) {
+	t.Parallel()
+	if msg := enumMismatch(openAPITransports(t), registry.Default()); msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+// The fake's sections, written to files, read back strictly as a
+// configuration file holds them, and built into providers.
+func TestFakeSectionsRoundTrip(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	table := registry.Default()
+	sections, err := table.FakeSections(fake, registry.FakeParams{Project: "p", Topic: "dev.oncepush.test", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, j := bytes.Index(b, []byte(`"fcm"`)), bytes.Index(b, []byte(`"rustore"`)); i < 0 || j < i {
+		t.Errorf("sections not in the registry's order: %s", b)
+	}
+	var back registry.Sections
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("the sections do not read back: %v\n%s", err, b)
+	}
+	again, _ := json.Marshal(back)
+	if !bytes.Equal(b, again) {
+		t.Errorf("read back differently:\n%s\n%s", b, again)
+	}
+	providers, err := table.Providers(back, registry.Env{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []oncepush.Transport
+	for _, p := range providers {
+		got = append(got, p.Transport())
+	}
+	if !slices.Equal(got, table.Names()) {
+		t.Errorf("providers for %v, want %v", got, table.Names())
+	}
+}
+
+func TestDecodeNamesWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	table := registry.Default()
+	for _, tc := range []struct{ raw, want string }{
+		{`{"hms": {}}`, `unknown setting "providers.hms": the transports are fcm, apns, webpush, rustore`},
+		{`{"apns": {"keyFle": "x"}}`, `json: unknown field "keyFle"`},
+		{`[]`, `providers: must be a JSON object`},
+	} {
+		_, err := table.Decode([]byte(tc.raw))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.raw, err, tc.want)
+		}
+	}
+	var typ *json.UnmarshalTypeError
+	if _, err := table.Decode([]byte(`{"apns": {"keyID": 5}}`)); !errors.As(err, &typ) || typ.Field != "apns.keyID" {
+		t.Errorf("a wrong type: %v, want one naming apns.keyID", err)
+	}
+	s, err := table.Decode([]byte(`{"fcm": null}`))
+	if err != nil || len(s) != 0 {
+		t.Errorf("a null section: %v, %v; want it not configured", s, err)
+	}
+}
+
+// testpush is a fifth transport, registered the way a new provider is: a
+// spec (token rules, payload limit), a configuration section that builds its
+// provider, and a fake.
+var testpush = oncepush.TransportSpec{
+	Name: "testpush",
+	NormalizeToken: func(token string) (string, string, error) {
+		if !strings.HasPrefix(token, "tp-") {
+			return "", "", errors.New("a testpush token starts with tp-")
+		}
+		return token, token, nil
+	},
+	MaxPayload:   2048,
+	ExampleToken: func(n int) oncepush.Token { return oncepush.Token(fmt.Sprintf("tp-%d", n)) },
+}
+
+// testpushSection is providers.testpush.
+type testpushSection struct {
+	// Refuse, when set, is what its provider answers every send: rejected.
+	Refuse string `json:"refuse,omitempty"`
+	// Secret stands for a credential.
+	Secret string `json:"secret"`
+
+	built *pushtest.Provider
+}
+
+func (s *testpushSection) Provider(registry.Env) (oncepush.Provider, error) {
+	if s.Secret == "" {
+		return nil, &registry.SettingError{Setting: "secret", Problem: "must not be empty"}
+	}
+	s.built = pushtest.NewProvider("testpush")
+	if s.Refuse != "" {
+		s.built.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: s.Refuse})
+	}
+	return s.built, nil
+}
+
+func (s *testpushSection) LogValue() slog.Value {
+	return slog.GroupValue(slog.Bool("secret_set", s.Secret != ""), slog.String("refuse", s.Refuse))
+}
+
+var testpushRow = registry.Transport{
+	Spec:       testpush,
+	Title:      "Test Push",
+	NewSection: func() registry.Section { return &testpushSection{} },
+	Fake: func(*fakepush.Server, *registry.FakeParams) (registry.Section, error) {
+		return &testpushSection{Secret: "fake"}, nil
+	},
+}
+
+// TestFifthTransport follows a transport that is one registration and
+// nothing else from a configuration file to a delivered notification: its
+// section decodes strictly and builds its provider, naming its settings in
+// errors; its spec reaches the engine, which checks its tokens, names it in
+// its errors and sends its devices to its provider; it logs, it points at
+// the fake, and the OpenAPI test would name it.
+func TestFifthTransport(t *testing.T) {
+	t.Parallel()
+	table := append(registry.Default(), testpushRow)
+
+	if _, err := table.Decode([]byte(`{"testpush": {"secret": "s", "refus": "x"}}`)); err == nil {
+		t.Error("an unknown setting of the fifth transport was accepted")
+	}
+	sections, err := table.Decode([]byte(`{"testpush": {"secret": "s3cr3t"}, "fcm": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *registry.SettingError
+	if _, err := table.Providers(registry.Sections{"testpush": &testpushSection{}}, registry.Env{}); !errors.As(err, &se) || se.Setting != "providers.testpush.secret" {
+		t.Errorf("a section it refuses: %v, want an error naming providers.testpush.secret", err)
+	}
+	providers, err := table.Providers(sections, registry.Env{})
+	if err != nil || len(providers) != 1 || providers[0].Transport() != "testpush" {
+		t.Fatalf("providers %v, %v; want one for testpush", providers, err)
+	}
+
+	drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close() })
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	client, err := oncepush.NewClient(drv, &oncepush.Config{Transports: table.Specs(), Providers: providers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "testpush", Token: "not-ours"}); err == nil || !strings.Contains(err.Error(), "starts with tp-") {
+		t.Errorf("a token its rules refuse: %v", err)
+	}
+	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "hms", Token: "hms-token-1"}); err == nil ||
+		!strings.Contains(err.Error(), "is not one of fcm, apns, webpush, rustore, testpush") {
+		t.Errorf("an unknown transport: %v, want the registry's names", err)
+	}
+	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "testpush", Token: testpush.ExampleToken(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Send(ctx, []string{"r1"}, oncepush.Message{Body: strings.Repeat("b", 2049)}, nil); err == nil {
+		t.Error("a message over its payload limit was accepted")
+	}
+	if _, err := client.Send(ctx, []string{"r1"}, oncepush.Message{Title: "five"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	built := sections["testpush"].(*testpushSection).built
+	if subs := built.Submissions(); len(subs) != 1 || subs[0].Device.Token != "tp-1" || subs[0].Title != "five" {
+		t.Fatalf("its provider was sent %+v", subs)
+	}
+
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("settings", table.LogAttrs(sections)[0])
+	if !strings.Contains(logged.String(), "testpush.secret_set=true") || strings.Contains(logged.String(), "s3cr3t") {
+		t.Errorf("its section logs as %s", logged.String())
+	}
+	fakes, err := table.FakeSections(pushtest.NewFakeServer(t), registry.FakeParams{Project: "p", Topic: "t"})
+	if err != nil || fakes["testpush"] == nil {
+		t.Errorf("the fake's sections: %v, %v; want one for testpush", fakes, err)
+	}
+	if got := table.Titles(); got != "FCM, APNs, Web Push, RuStore and Test Push" {
+		t.Errorf("Titles() = %q", got)
+	}
+	if msg := enumMismatch(openAPITransports(t), table); !strings.Contains(msg, `"testpush"`) {
+		t.Errorf("the OpenAPI check would not name the fifth transport: %q", msg)
+	}
+}

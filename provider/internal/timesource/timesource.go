@@ -1,0 +1,45 @@
+// Package timesource is the providers' one time source: the clock a
+// provider's configuration gives, else the clock of the client it serves
+// (oncepush.ClockUser), else the wall clock. It is the only place in provider
+// code that reads the wall clock.
+package timesource
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/oncepush/oncepush"
+)
+
+// Source tells a provider the time. It implements oncepush.Clock; the zero
+// value reads the wall clock.
+type Source struct {
+	own    oncepush.Clock
+	client atomic.Pointer[clockBox]
+}
+
+type clockBox struct{ c oncepush.Clock }
+
+// New returns a source that reads own, when it is not nil, whatever clock a
+// client hands over later.
+func New(own oncepush.Clock) *Source { return &Source{own: own} }
+
+// Now implements oncepush.Clock.
+func (s *Source) Now() time.Time {
+	if s.own != nil {
+		return s.own.Now()
+	}
+	if b := s.client.Load(); b != nil {
+		return b.c.Now()
+	}
+	return time.Now()
+}
+
+// Use makes c the source's clock unless it was given one of its own: the
+// provider's oncepush.ClockUser method. A nil c changes nothing. It is safe
+// while the provider is in use.
+func (s *Source) Use(c oncepush.Clock) {
+	if c != nil {
+		s.client.Store(&clockBox{c})
+	}
+}
