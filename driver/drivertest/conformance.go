@@ -96,7 +96,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RecordedRequests", testRecordedRequests[TTx]},
 		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
 		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
-		{"ServerMessageReads", testMessageReads[TTx]},
+		{"MessageReads", testMessageReads[TTx]},
 		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},
 		{"AcceptedDeviceEndsDeliverySent", testAcceptedEndsSent[TTx]},
 		{"ObserverPanicKeepsOutcome", testObserverPanicKeepsOutcome[TTx]},

@@ -371,17 +371,16 @@ func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
 	if s.metrics == nil {
 		return nil
 	}
-	at, now := time.Now(), (*time.Time)(nil) // nil: the database's clock
+	at := time.Now() // when it was read; the count itself is on the client's clock
 	if c := s.client.Config().Clock; c != nil {
 		at = c.Now()
-		now = &at
 	}
-	n, age, err := s.drv.Exec().DeliveryDueStats(ctx, now, s.backlogMax)
+	b, err := s.client.Backlog(ctx, s.backlogMax)
 	if err != nil {
 		s.metrics.readFail.Inc()
 		return fmt.Errorf("read the due backlog: %w", err)
 	}
-	s.metrics.setBacklog(n, s.backlogMax, age, at)
+	s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
 	return nil
 }
 
