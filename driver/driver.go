@@ -185,8 +185,9 @@ type Executor interface {
 	// devices, including those of registrations that were still uncommitted
 	// when it began (it waits for them; SQLite's single writer does so anyway).
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
-	// RecipientDelete deletes a recipient's devices, deliveries (with their
-	// ledger) and preferences, and says what the deliveries held.
+	// RecipientDelete deletes a recipient's devices and deliveries (with
+	// their ledger), and says what the deliveries held. It touches no other
+	// owner's rows: those take part through Config.RecipientDeleters.
 	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
 
 	// --- reading the ledger
@@ -256,6 +257,9 @@ type Executor interface {
 	PreferenceGetMany(ctx context.Context, recipients []string) ([]*Preference, error)
 	// PreferencePut replaces a recipient's preferences.
 	PreferencePut(ctx context.Context, p *Preference, now *time.Time) error
+	// PreferenceDeleteByRecipient deletes a recipient's preferences and
+	// returns how many rows it deleted (0 or 1).
+	PreferenceDeleteByRecipient(ctx context.Context, recipient string) (int, error)
 
 	// IdempotencyGet returns the recorded request of key, or ErrNotFound.
 	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)

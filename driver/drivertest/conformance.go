@@ -90,6 +90,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeviceRegistry", testDevices[TTx]},
 		{"SessionRevocation", testSessions[TTx]},
 		{"DeleteRecipient", testDeleteRecipient[TTx]},
+		{"DeleteRecipientIsOneOperation", testDeleteRecipientIsOneOperation[TTx]},
 		{"ObserverSeesEvents", testObserver[TTx]},
 		{"ServerAPIKeys", testAPIKeys[TTx]},
 		{"ServerPreferences", testPreferences[TTx]},

@@ -2,8 +2,10 @@ package drivertest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -85,11 +87,35 @@ func testPreferences[TTx any](t *testing.T, h Harness[TTx]) {
 			t.Fatalf("empty preferences: %+v", m)
 		}
 	}
+	// The engine's deletion of a recipient leaves the server's rows alone;
+	// the server takes part through a RecipientDeleter on its transaction.
 	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.PreferenceGet(b.ctx, "r1"); err != nil {
+		t.Fatalf("the engine's deletion of a recipient touched the server's preferences: %v", err)
+	}
+	withServer := b.newClient(b.drv, func(c *oncepush.Config) {
+		c.RecipientDeleters = []oncepush.RecipientDeleter{func(ctx context.Context, recipient string) error {
+			tx, ok := oncepush.RecipientDeleteTx[TTx](ctx)
+			if !ok {
+				return errors.New("no deletion transaction")
+			}
+			n, err := b.drv.UnwrapExecutor(tx).PreferenceDeleteByRecipient(ctx, recipient)
+			if err == nil && n != 1 {
+				err = fmt.Errorf("PreferenceDeleteByRecipient deleted %d rows, want 1", n)
+			}
+			return err
+		}}
+	})
+	if err := withServer.DeleteRecipient(b.ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ex.PreferenceGet(b.ctx, "r1"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("deleting a recipient kept its preferences: %v", err)
+	}
+	if _, err := ex.PreferenceGet(b.ctx, "r2"); err != nil {
+		t.Fatalf("deleting r1 deleted r2's preferences: %v", err)
 	}
 }
 

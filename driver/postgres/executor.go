@@ -332,11 +332,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 			return err
 		}
 		res.Devices = int(tag.RowsAffected())
-		if err := scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), args)
-		return err
+		return scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries)
 	})
 	return res, err
 }
@@ -580,6 +576,11 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 		"time_zone": p.TimeZone, "now": now,
 	})
 	return err
+}
+
+func (e *executor) PreferenceDeleteByRecipient(ctx context.Context, recipient string) (int, error) {
+	tag, err := e.db.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), named{"recipient": recipient})
+	return int(tag.RowsAffected()), err
 }
 
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {

@@ -599,11 +599,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
 			return err
 		}
-		if err := collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg); err != nil {
-			return err
-		}
-		_, err = db.ExecContext(ctx, q.Get("PreferenceDeleteByRecipient"), arg)
-		return err
+		return collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg)
 	})
 	return res, err
 }
@@ -866,6 +862,12 @@ func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now 
 			sql.Named("opt_out", optOut), sql.Named("quiet_start", p.QuietStart), sql.Named("quiet_end", p.QuietEnd),
 			sql.Named("time_zone", p.TimeZone), sql.Named("now", nowMicros(now)))
 		return err
+	})
+}
+
+func (e *executor) PreferenceDeleteByRecipient(ctx context.Context, recipient string) (int, error) {
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, q.Get("PreferenceDeleteByRecipient"), sql.Named("recipient", recipient)))
 	})
 }
 

@@ -78,7 +78,7 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	metrics := server.NewMetrics()
 	cfg := st.ClientConfig()
 	cfg.Providers = providers
-	cfg.Eligibility = server.PreferenceEligibility(drv)
+	server.Configure(cfg, drv)
 	cfg.Observer = metrics
 	cfg.Logger = log
 	client, err := oncepush.NewClient(drv, cfg)

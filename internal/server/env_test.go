@@ -211,12 +211,12 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := server.NewMetrics()
 	cfg := &oncepush.Config{
-		Providers:   []oncepush.Provider{e.fcm, e.apns, e.web, e.rus},
-		Eligibility: server.PreferenceEligibility(drv),
-		Observer:    metrics,
-		Clock:       e.clock,
-		Logger:      log,
+		Providers: []oncepush.Provider{e.fcm, e.apns, e.web, e.rus},
+		Observer:  metrics,
+		Clock:     e.clock,
+		Logger:    log,
 	}
+	server.Configure(cfg, drv)
 	if o.config != nil {
 		o.config(cfg)
 	}

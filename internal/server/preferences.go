@@ -148,6 +148,29 @@ func (s *Server[TTx]) putPreferences(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// Configure gives cfg the server's part in the engine: the eligibility rule
+// that reads preferences, and the deletion of a recipient's preferences with
+// the recipient. Every client a server runs on is configured with it.
+func Configure[TTx any](cfg *oncepush.Config, drv driver.Driver[TTx]) {
+	cfg.Eligibility = PreferenceEligibility(drv)
+	cfg.RecipientDeleters = append(cfg.RecipientDeleters, PreferenceDeleter(drv))
+}
+
+// PreferenceDeleter deletes a recipient's preferences as the server's part of
+// Client.DeleteRecipient, on the deletion's transaction.
+func PreferenceDeleter[TTx any](drv driver.Driver[TTx]) oncepush.RecipientDeleter {
+	return func(ctx context.Context, recipient string) error {
+		tx, ok := oncepush.RecipientDeleteTx[TTx](ctx)
+		if !ok {
+			return errors.New("delete preferences: called outside DeleteRecipient's transaction")
+		}
+		if _, err := drv.UnwrapExecutor(tx).PreferenceDeleteByRecipient(ctx, recipient); err != nil {
+			return fmt.Errorf("delete preferences: %w", err)
+		}
+		return nil
+	}
+}
+
 // PreferenceEligibility is the server's eligibility rule: it reads the due
 // recipients' preferences with one query on the claim transaction. A recipient
 // who opted out of the message's category is skipped; one inside quiet hours —

@@ -115,10 +115,9 @@ func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) erro
 		return err
 	}
 	metrics := server.NewMetrics()
-	client, err := oncepush.NewClient(drv, &oncepush.Config{
-		Providers: providers, Eligibility: server.PreferenceEligibility(drv), Observer: metrics, Logger: quiet,
-		BatchSize: o.batch,
-	})
+	cfg := &oncepush.Config{Providers: providers, Observer: metrics, Logger: quiet, BatchSize: o.batch}
+	server.Configure(cfg, drv)
+	client, err := oncepush.NewClient(drv, cfg)
 	if err != nil {
 		return err
 	}
