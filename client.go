@@ -92,8 +92,10 @@ func (c *Client[TTx]) Config() Config { return *c.cfg }
 // Driver returns the client's driver.
 func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.driver }
 
-// Migrate applies pending migrations. It is safe to run from several processes
-// at once, and refuses a database migrated by a newer oncepush (ErrSchemaTooNew).
+// Migrate applies the engine's pending migrations. It is safe to run from
+// several processes at once, and refuses a database migrated by a newer
+// oncepush (ErrSchemaTooNew). The server's own tables have migrations of
+// their own (package driver/serverstore), which the library never needs.
 func (c *Client[TTx]) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 	return c.driver.Migrate(ctx)
 }

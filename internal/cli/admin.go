@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/provider/webpush"
@@ -24,15 +25,21 @@ func init() {
 		if err := parse(fs, e, args); err != nil {
 			return err
 		}
-		return withDatabase(ctx, e, f, func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error {
-			res, err := migrate(ctx)
-			if err != nil {
-				return err
-			}
-			if len(res.Applied) == 0 {
-				fmt.Fprintf(e.stdout, "%s: schema is current (version %d)\n", name, res.Version)
-			} else {
-				fmt.Fprintf(e.stdout, "%s: applied migrations %v; schema version %d\n", name, res.Applied, res.Version)
+		return withDatabase(ctx, e, f, func(name string, migrate, migrateServer func(context.Context) (*driver.MigrateResult, error)) error {
+			// The engine's schema, then the server's own: numbered apart.
+			for _, m := range []struct {
+				what    string
+				migrate func(context.Context) (*driver.MigrateResult, error)
+			}{{"", migrate}, {"server ", migrateServer}} {
+				res, err := m.migrate(ctx)
+				if err != nil {
+					return err
+				}
+				if len(res.Applied) == 0 {
+					fmt.Fprintf(e.stdout, "%s: %sschema is current (version %d)\n", name, m.what, res.Version)
+				} else {
+					fmt.Fprintf(e.stdout, "%s: applied %smigrations %v; %sschema version %d\n", name, m.what, res.Applied, m.what, res.Version)
+				}
 			}
 			return nil
 		})
@@ -61,8 +68,9 @@ func init() {
 }
 
 // withDatabase opens the database the flags name and hands fn its driver's
-// name and operations that do not depend on the transaction type.
-func withDatabase(ctx context.Context, e *env, f *config.Flags, fn func(name string, migrate func(context.Context) (*driver.MigrateResult, error)) error) error {
+// name and operations that do not depend on the transaction type: the
+// engine's migrations and the server's.
+func withDatabase(ctx context.Context, e *env, f *config.Flags, fn func(name string, migrate, migrateServer func(context.Context) (*driver.MigrateResult, error)) error) error {
 	st, err := config.Load(*f, e.getenv)
 	if err != nil {
 		return err
@@ -73,13 +81,13 @@ func withDatabase(ctx context.Context, e *env, f *config.Flags, fn func(name str
 	}
 	defer db.Close()
 	if db.Postgres != nil {
-		return fn("postgres", db.Postgres.Migrate)
+		return fn("postgres", db.Postgres.Migrate, db.Postgres.ServerStore().Migrate)
 	}
-	return fn("sqlite", db.SQLite.Migrate)
+	return fn("sqlite", db.SQLite.Migrate, db.SQLite.ServerStore().Migrate)
 }
 
-// openMigrated opens the database and makes sure it is migrated, for the
-// commands that write to it.
+// openMigrated opens the database and makes sure it is migrated (the
+// engine's schema and the server's), for the commands that write to it.
 func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *config.Database, error) {
 	st, err := config.Load(*f, e.getenv)
 	if err != nil {
@@ -90,22 +98,23 @@ func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Setting
 		return nil, nil, err
 	}
 	if db.Postgres != nil {
-		_, err = db.Postgres.Migrate(ctx)
+		err = migrateAll[pgx.Tx](ctx, db.Postgres)
 	} else {
-		_, err = db.SQLite.Migrate(ctx)
+		err = migrateAll(ctx, db.SQLite)
 	}
 	if err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("migrate: %w", err)
+		return nil, nil, err
 	}
 	return st, db, nil
 }
 
-func executor(db *config.Database) driver.Executor {
+// serverExecutor runs the server's statements (API keys) on the database.
+func serverExecutor(db *config.Database) serverstore.Executor {
 	if db.Postgres != nil {
-		return db.Postgres.Exec()
+		return db.Postgres.ServerStore().Exec()
 	}
-	return db.SQLite.Exec()
+	return db.SQLite.ServerStore().Exec()
 }
 
 // scopeList is a repeatable, comma-separable --scope flag.
@@ -148,12 +157,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		var k apikey.Key
-		if db.Postgres != nil {
-			k, err = createKey[pgx.Tx](ctx, db.Postgres, *name, sc)
-		} else {
-			k, err = createKey(ctx, db.SQLite, *name, sc)
-		}
+		k, err := createKey(ctx, serverExecutor(db), *name, sc)
 		if err != nil {
 			return err
 		}
@@ -169,7 +173,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		list, err := executor(db).APIKeyList(ctx)
+		list, err := serverExecutor(db).APIKeyList(ctx)
 		if err != nil {
 			return err
 		}
@@ -198,7 +202,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		ok, err := executor(db).APIKeyRevoke(ctx, id, nil)
+		ok, err := serverExecutor(db).APIKeyRevoke(ctx, id, nil)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
@@ -67,9 +67,10 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	return serveOn(ctx, e, st, log, db.SQLite, o)
 }
 
-func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slog.Logger, drv driver.Driver[TTx], o runOptions) error {
-	if _, err := drv.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate %s: %w", drv.Name(), err)
+func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slog.Logger, drv serverstore.Driver[TTx], o runOptions) error {
+	store := drv.ServerStore()
+	if err := migrateAll(ctx, drv); err != nil {
+		return err
 	}
 	providers, err := st.BuildProviders(log)
 	if err != nil {
@@ -78,7 +79,7 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	metrics := server.NewMetrics()
 	cfg := st.ClientConfig()
 	cfg.Providers = providers
-	server.Configure(cfg, drv)
+	server.Configure(cfg, store)
 	cfg.Observer = metrics
 	cfg.Logger = log
 	client, err := oncepush.NewClient(drv, cfg)
@@ -115,14 +116,14 @@ func serveOn[TTx any](ctx context.Context, e *env, st *config.Settings, log *slo
 	var srv *server.Server[TTx]
 	if apiLn != nil || opsLn != nil {
 		if srv, err = server.New(server.Options[TTx]{
-			Client: client, Driver: drv, Metrics: metrics, Logger: log,
+			Client: client, Store: store, Metrics: metrics, Logger: log,
 			MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(), SeparateMetrics: opsLn != nil,
 		}); err != nil {
 			return err
 		}
 	}
 	if apiLn != nil {
-		if err := firstKey(ctx, e, drv); err != nil {
+		if err := firstKey(ctx, e, store.Exec()); err != nil {
 			return err
 		}
 		servers = append(servers, served{httpServer(srv.Handler(), errorLog), apiLn})
@@ -212,17 +213,28 @@ func httpServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	}
 }
 
+// migrateAll applies the engine's migrations and the server's own.
+func migrateAll[TTx any](ctx context.Context, drv serverstore.Driver[TTx]) error {
+	if _, err := drv.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s: %w", drv.Name(), err)
+	}
+	if _, err := drv.ServerStore().Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s (server): %w", drv.Name(), err)
+	}
+	return nil
+}
+
 // firstKey creates an admin key on the first start (when there is none) and
 // prints it once, to stdout, never to the log.
-func firstKey[TTx any](ctx context.Context, e *env, drv driver.Driver[TTx]) error {
-	keys, err := drv.Exec().APIKeyList(ctx)
+func firstKey(ctx context.Context, e *env, ex serverstore.Executor) error {
+	keys, err := ex.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("read API keys: %w", err)
 	}
 	if len(keys) > 0 {
 		return nil
 	}
-	k, err := createKey(ctx, drv, "first-start", []string{apikey.ScopeAdmin})
+	k, err := createKey(ctx, ex, "first-start", []string{apikey.ScopeAdmin})
 	if err != nil {
 		return err
 	}
@@ -232,12 +244,12 @@ func firstKey[TTx any](ctx context.Context, e *env, drv driver.Driver[TTx]) erro
 	return nil
 }
 
-func createKey[TTx any](ctx context.Context, drv driver.Driver[TTx], name string, scopes []string) (apikey.Key, error) {
+func createKey(ctx context.Context, ex serverstore.Executor, name string, scopes []string) (apikey.Key, error) {
 	k, err := apikey.New()
 	if err != nil {
 		return "", err
 	}
-	if err := drv.Exec().APIKeyInsert(ctx, &driver.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
+	if err := ex.APIKeyInsert(ctx, &serverstore.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
 		return "", fmt.Errorf("store API key: %w", err)
 	}
 	return k, nil

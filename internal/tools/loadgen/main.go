@@ -35,7 +35,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
@@ -100,8 +100,12 @@ func run(ctx context.Context, o options) error {
 	return bench(ctx, o, db.SQLite)
 }
 
-func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) error {
+func bench[TTx any](ctx context.Context, o options, drv serverstore.Driver[TTx]) error {
 	if _, err := drv.Migrate(ctx); err != nil {
+		return err
+	}
+	store := drv.ServerStore()
+	if _, err := store.Migrate(ctx); err != nil {
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -116,12 +120,12 @@ func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) erro
 	}
 	metrics := server.NewMetrics()
 	cfg := &oncepush.Config{Providers: providers, Observer: metrics, Logger: quiet, BatchSize: o.batch}
-	server.Configure(cfg, drv)
+	server.Configure(cfg, store)
 	client, err := oncepush.NewClient(drv, cfg)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options[TTx]{Client: client, Driver: drv, Metrics: metrics, Logger: quiet})
+	srv, err := server.New(server.Options[TTx]{Client: client, Store: store, Metrics: metrics, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,7 @@ func bench[TTx any](ctx context.Context, o options, drv driver.Driver[TTx]) erro
 	if err != nil {
 		return err
 	}
-	if err := drv.Exec().APIKeyInsert(ctx, &driver.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
+	if err := store.Exec().APIKeyInsert(ctx, &serverstore.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
