@@ -99,8 +99,10 @@ func (c *Client[TTx]) Config() Config { return *c.cfg }
 // Driver returns the client's driver.
 func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.driver }
 
-// Migrate applies pending migrations. It is safe to run from several processes
-// at once, and refuses a database migrated by a newer oncepush (ErrSchemaTooNew).
+// Migrate applies the engine's pending migrations. It is safe to run from
+// several processes at once, and refuses a database migrated by a newer
+// oncepush (ErrSchemaTooNew). The server's own tables have migrations of
+// their own (package driver/serverstore), which the library never needs.
 func (c *Client[TTx]) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 	return c.driver.Migrate(ctx)
 }
@@ -353,24 +355,56 @@ func (c *Client[TTx]) RevokeSession(ctx context.Context, session string) error {
 	return nil
 }
 
-// DeleteRecipient removes the recipient's devices, preferences and deliveries
-// (with their ledger), and with them the messages and the recorded requests
-// that no other delivery holds. A run holding one of its deliveries records
-// nothing for it.
+// DeleteRecipient removes the recipient's devices and deliveries (with their
+// ledger), and with them the messages and the recorded requests that no other
+// delivery holds; then, in the same transaction, each of
+// Config.RecipientDeleters deletes what its owner keeps about the recipient
+// (the server's preferences, say). It is one operation: if any part fails,
+// nothing is deleted. A run holding one of its deliveries records nothing for
+// it.
 func (c *Client[TTx]) DeleteRecipient(ctx context.Context, recipient string) error {
 	if err := validateRecipient("recipient", recipient); err != nil {
 		return err
 	}
-	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+	err := c.driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
 		res, err := ex.RecipientDelete(ctx, recipient)
 		if err != nil {
 			return err
 		}
-		_, _, err = freeHeld(ctx, ex, &res.Deliveries)
-		return err
+		if _, _, err := freeHeld(ctx, ex, &res.Deliveries); err != nil {
+			return err
+		}
+		// After the engine's rows, so that the engine's own locks (messages
+		// before records) are always taken in the same order.
+		hctx := context.WithValue(ctx, recipientDeleteTxKey{}, tx)
+		for i, del := range c.cfg.RecipientDeleters {
+			if err := del(hctx, recipient); err != nil {
+				return fmt.Errorf("Config.RecipientDeleters[%d]: %w", i, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("oncepush: delete recipient: %w", err)
 	}
 	return nil
+}
+
+// RecipientDeleter deletes what its owner keeps about a recipient, as part
+// of Client.DeleteRecipient: it runs inside the transaction in which the
+// engine has just deleted the recipient's devices and deliveries
+// (RecipientDeleteTx returns it), so its writes commit with them or not at
+// all. An error rolls the whole deletion back; deleting a recipient it holds
+// nothing about is not an error.
+type RecipientDeleter func(ctx context.Context, recipient string) error
+
+type recipientDeleteTxKey struct{}
+
+// RecipientDeleteTx returns the deletion's transaction inside a
+// RecipientDeleter call: pgx.Tx with driver/postgres, *sql.Tx with
+// driver/sqlite. Write on it, never on a transaction of your own: on SQLite
+// another write would wait for this one's lock.
+func RecipientDeleteTx[TTx any](ctx context.Context) (TTx, bool) {
+	tx, ok := ctx.Value(recipientDeleteTxKey{}).(TTx)
+	return tx, ok
 }

@@ -55,6 +55,11 @@ type Config struct {
 	// Eligibility decides at claim time who receives what. Nil sends to everyone.
 	Eligibility Eligibility `json:"-"`
 
+	// RecipientDeleters take part in DeleteRecipient: each deletes what its
+	// owner keeps about the recipient (the server's preferences, say) in the
+	// transaction that deletes the engine's rows, in order. Default: none.
+	RecipientDeleters []RecipientDeleter `json:"-"`
+
 	// Categories, when not nil, declares the categories a send may name (an
 	// unknown one is refused) and their settings.
 	Categories map[string]Category `json:"-"`
@@ -179,6 +184,11 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	for name, cat := range c.Categories {
 		if cat.Ambiguity != "" && !cat.Ambiguity.valid() {
 			return nil, fmt.Errorf("oncepush: Config.Categories[%q].Ambiguity %q is neither %q nor %q", name, cat.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
+		}
+	}
+	for i, d := range c.RecipientDeleters {
+		if d == nil {
+			return nil, fmt.Errorf("oncepush: Config.RecipientDeleters[%d] is nil", i)
 		}
 	}
 	if c.Transports == nil {

@@ -28,6 +28,7 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 		"lifetime beyond ttl":  {MessageLifetime: 30 * 24 * time.Hour},
 		"negative poll":        {PollInterval: -time.Second},
 		"negative concurrency": {ConcurrentSends: -5},
+		"nil deleter":          {RecipientDeleters: []oncepush.RecipientDeleter{nil}},
 	} {
 		if _, err := oncepush.NewClient[pgx.Tx](drv, cfg); err == nil {
 			t.Errorf("%s: NewClient accepted it", name)

@@ -2,6 +2,7 @@ package oncepush
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -166,4 +167,72 @@ func (c *Client[TTx]) DeliveryCounts(ctx context.Context, messageID int64) (map[
 		out[DeliveryStatus(k)] = v
 	}
 	return out, nil
+}
+
+// StoredMessage is a message as a send stored it, once for all its
+// deliveries.
+type StoredMessage struct {
+	ID    int64
+	Type  string
+	Title string
+	Body  string
+	// Data is the data object as stored (JSON, numbers as written), nil when
+	// the message had none.
+	Data        json.RawMessage
+	Link        string
+	Image       string // "" when none, or when an http: image was dropped
+	Category    string
+	Ambiguity   AmbiguityPolicy
+	ScheduledAt time.Time
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+}
+
+// Message returns one stored message, or ErrNotFound: one that was never
+// written, or whose deliveries are all gone (retention, recipient deletion).
+func (c *Client[TTx]) Message(ctx context.Context, id int64) (*StoredMessage, error) {
+	m, err := c.driver.Exec().MessageGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: get message %d: %w", id, err)
+	}
+	return &StoredMessage{
+		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Data: m.Data, Link: m.Link, Image: m.Image,
+		Category: m.Category, Ambiguity: AmbiguityPolicy(m.Ambiguity),
+		ScheduledAt: m.ScheduledAt, ExpiresAt: m.ExpiresAt, CreatedAt: m.CreatedAt,
+	}, nil
+}
+
+// AmbiguousAttempts counts the message's (delivery, device) pairs that were
+// ambiguous at least once: submitted with no answer, so maybe shown twice
+// (resend) or maybe never (at-most-once).
+func (c *Client[TTx]) AmbiguousAttempts(ctx context.Context, messageID int64) (int, error) {
+	n, err := c.driver.Exec().DeviceAttemptAmbiguousCount(ctx, messageID)
+	if err != nil {
+		return 0, fmt.Errorf("oncepush: count ambiguous attempts: %w", err)
+	}
+	return n, nil
+}
+
+// Backlog is the delivery backlog: pending deliveries that are due now.
+type Backlog struct {
+	// Due counts due pending deliveries, at most the limit Client.Backlog was
+	// given.
+	Due int
+	// OldestAge is how long the oldest due delivery has been due; 0 when
+	// none is.
+	OldestAge time.Duration
+}
+
+// Backlog reads the due backlog on the client's clock, counting at most limit
+// deliveries (at least 1) so that its cost is bounded however far delivery
+// has fallen behind.
+func (c *Client[TTx]) Backlog(ctx context.Context, limit int) (Backlog, error) {
+	if limit < 1 {
+		return Backlog{}, invalid("limit", "must be at least 1")
+	}
+	n, age, err := c.driver.Exec().DeliveryDueStats(ctx, c.now(), limit)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("oncepush: read the backlog: %w", err)
+	}
+	return Backlog{Due: n, OldestAge: age}, nil
 }

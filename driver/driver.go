@@ -1,7 +1,9 @@
 // Package driver defines the storage contract between the oncepush engine and a
 // database. The engine owns this contract: it lists exactly the statements the
 // engine runs, in the engine's vocabulary, and every driver (driver/postgres,
-// driver/sqlite) passes the same conformance suite against it.
+// driver/sqlite) passes the same conformance suite against it (driver/drivertest).
+// The server's own state (API keys, preferences) is a second contract beside
+// this one, package driver/serverstore, with migrations of its own.
 //
 // The package is for driver authors. Applications construct a driver with its
 // package's New function and hand it to oncepush.NewClient; they never call these
@@ -113,7 +115,9 @@ type MigrateResult struct {
 	Version int   // version after the call
 }
 
-// Executor runs the engine's statements, either in a transaction or on their own.
+// Executor runs the engine's statements, either in a transaction or on their
+// own. It holds what the engine needs and nothing else: the server's own state
+// is a contract of its own (package driver/serverstore).
 type Executor interface {
 	// --- sending
 
@@ -185,8 +189,9 @@ type Executor interface {
 	// devices, including those of registrations that were still uncommitted
 	// when it began (it waits for them; SQLite's single writer does so anyway).
 	SessionRevoke(ctx context.Context, session string, now *time.Time) (devicesDeleted int, err error)
-	// RecipientDelete deletes a recipient's devices, deliveries (with their
-	// ledger) and preferences, and says what the deliveries held.
+	// RecipientDelete deletes a recipient's devices and deliveries (with
+	// their ledger), and says what the deliveries held. It touches no other
+	// owner's rows: those take part through Config.RecipientDeleters.
 	RecipientDelete(ctx context.Context, recipient string) (*RecipientDeleteResult, error)
 
 	// --- reading the ledger
@@ -201,6 +206,11 @@ type Executor interface {
 	DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*Delivery, error)
 	// DeliveryCountByStatus counts a message's deliveries by status.
 	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)
+	// MessageGet returns one message, or ErrNotFound.
+	MessageGet(ctx context.Context, id int64) (*Message, error)
+	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
+	// ambiguous at least once.
+	DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error)
 
 	// --- cleanup and housekeeping
 
@@ -233,29 +243,12 @@ type Executor interface {
 	// backlog), and the age of the oldest.
 	DeliveryDueStats(ctx context.Context, now *time.Time, max int) (count int, oldestAge time.Duration, err error)
 
-	// --- the server's state (migration 2)
-
-	// MessageGet returns one message, or ErrNotFound.
-	MessageGet(ctx context.Context, id int64) (*Message, error)
-	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
-	// ambiguous at least once.
-	DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error)
-
-	// APIKeyInsert stores a new API key.
-	APIKeyInsert(ctx context.Context, k *APIKey) error
-	// APIKeyGetByHash returns the key with this hash (revoked or not), or ErrNotFound.
-	APIKeyGetByHash(ctx context.Context, hash []byte) (*APIKey, error)
-	// APIKeyList returns every key, oldest first.
-	APIKeyList(ctx context.Context) ([]*APIKey, error)
-	// APIKeyRevoke marks the key revoked; false when there is no such unrevoked key.
-	APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error)
-
-	// PreferenceGet returns a recipient's preferences, or ErrNotFound.
-	PreferenceGet(ctx context.Context, recipient string) (*Preference, error)
-	// PreferenceGetMany returns the preferences of those recipients who have any.
-	PreferenceGetMany(ctx context.Context, recipients []string) ([]*Preference, error)
-	// PreferencePut replaces a recipient's preferences.
-	PreferencePut(ctx context.Context, p *Preference, now *time.Time) error
+	// --- recorded requests (SendOptions.RequestHash; migration 2)
+	//
+	// The engine's, not the server's: MessageInsert writes a record in the
+	// send's own statement and cleanup deletes it with the last delivery
+	// holding its key, so both ends of its life are in the engine's
+	// transactions.
 
 	// IdempotencyGet returns the recorded request of key, or ErrNotFound.
 	IdempotencyGet(ctx context.Context, key string) (*IdempotencyRecord, error)
@@ -265,30 +258,6 @@ type Executor interface {
 	// two transactions deleting deliveries of one key at once must not both
 	// keep its record (PostgreSQL locks the records before it looks).
 	IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error)
-}
-
-// APIKey is a server API key. The secret itself is never stored: Hash is the
-// SHA-256 of the whole key.
-type APIKey struct {
-	ID        string // the public part of the key, unique
-	Name      string
-	Hash      []byte
-	Scopes    []string
-	CreatedAt time.Time
-	RevokedAt *time.Time
-}
-
-// Preference is a recipient's notification preferences.
-type Preference struct {
-	Recipient string
-	// OptOut lists the categories the recipient does not want.
-	OptOut []string
-	// QuietStart and QuietEnd are local times "HH:MM" in TimeZone; both empty
-	// means no quiet hours. A window may cross midnight (22:00–07:00).
-	QuietStart string
-	QuietEnd   string
-	TimeZone   string
-	UpdatedAt  time.Time
 }
 
 // IdempotencyRecord is what a recorded request did: the hash of the request

@@ -18,6 +18,14 @@ import (
 // drivers are the storage drivers in this repository, by directory.
 var drivers = []string{"postgres", "sqlite"}
 
+// querySets are a driver's query files, each named by the variable its code
+// looks queries up in: the engine's statements (package driver's contract),
+// and the server's (package driver/serverstore's), which the engine never runs.
+var querySets = map[string]string{
+	"q":  "queries.sql",
+	"sq": "server_queries.sql",
+}
+
 // dialectOnly lists the queries only one driver has, each with its reason. A
 // query added to one driver and not the other must be added here, which makes
 // the difference a decision instead of an accident.
@@ -27,6 +35,7 @@ var dialectOnly = map[string]map[string]string{
 		"MessageLockMany":     "as IdempotencyLockMany",
 		"MigrationLock":       "advisory lock serialising migrators; SQLite's writer lock does it",
 		"SessionLock":         "advisory lock between sign-out and registration; SQLite has one writer",
+		"ServerMigrationLock": "as MigrationLock, for the server's migrations",
 		"SessionLockShared":   "as SessionLock",
 		"Wake":                "NOTIFY; SQLite wakes by polling data_version",
 	},
@@ -45,21 +54,29 @@ var dialectOnly = map[string]map[string]string{
 }
 
 // TestQueryNamesAreDefinedAndUsed: every name a driver's code looks up is in
-// its query files, and every query in them is looked up. A misspelled name
-// would otherwise panic only when its code path first runs.
+// the query file of the set it looks it up in (q: queries.sql, sq:
+// server_queries.sql), and every query in those files is looked up through
+// its own set. A misspelled name would otherwise panic only when its code path
+// first runs, and an engine statement run through the server's set (or the
+// other way round) would blur which contract a table belongs to.
 func TestQueryNamesAreDefinedAndUsed(t *testing.T) {
 	for _, dir := range drivers {
 		t.Run(dir, func(t *testing.T) {
-			defined := queries(t, dir)
+			files := queryFiles(t, dir)
 			used := usedNames(t, dir)
-			for name, pos := range used {
-				if _, ok := defined[name]; !ok {
-					t.Errorf("%s looks up query %q, which no query file of %s defines", pos, name, dir)
+			for set, names := range used {
+				defined := files[querySets[set]]
+				for name, pos := range names {
+					if _, ok := defined[name]; !ok {
+						t.Errorf("%s looks up query %q in %s, which %s/%s does not define", pos, name, set, dir, querySets[set])
+					}
 				}
 			}
-			for _, name := range slices.Sorted(maps.Keys(defined)) {
-				if _, ok := used[name]; !ok {
-					t.Errorf("%s defines query %q, which its code never looks up", dir, name)
+			for set, file := range querySets {
+				for _, name := range slices.Sorted(maps.Keys(files[file])) {
+					if _, ok := used[set][name]; !ok {
+						t.Errorf("%s/%s defines query %q, which its code never looks up in %s", dir, file, name, set)
+					}
 				}
 			}
 		})
@@ -97,23 +114,14 @@ func TestDriversHaveTheSameQueries(t *testing.T) {
 	}
 }
 
-// queries reads every named query of a driver's query files (*.sql beside its
-// Go code; migrations live in a directory of their own).
+// queries reads every named query of a driver's query files, merged.
 func queries(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no query files (%v)", dir, err)
-	}
 	all := map[string]string{}
-	for _, f := range files {
-		q, err := sqlfile.Parse(os.DirFS(dir), filepath.Base(f))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for file, q := range queryFiles(t, dir) {
 		for name, text := range q {
 			if _, dup := all[name]; dup {
-				t.Errorf("%s: query %q is defined twice", dir, name)
+				t.Errorf("%s: query %q is defined twice (again in %s)", dir, name, file)
 			}
 			all[name] = text
 		}
@@ -121,11 +129,37 @@ func queries(t *testing.T, dir string) map[string]string {
 	return all
 }
 
-// usedNames finds the query names a driver's non-test code looks up: string
-// literals passed to q.Get, and literals passed to a function of the package at
-// a parameter that function hands to q.Get. It returns each with the position
-// of one use.
-func usedNames(t *testing.T, dir string) map[string]string {
+// queryFiles reads the named queries of each of a driver's query files (*.sql
+// beside its Go code; migrations live in directories of their own), by file
+// name. Every file must be one of querySets.
+func queryFiles(t *testing.T, dir string) map[string]map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no query files (%v)", dir, err)
+	}
+	known := slices.Collect(maps.Values(querySets))
+	out := map[string]map[string]string{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		if !slices.Contains(known, name) {
+			t.Errorf("%s: query file %s is not one of %v: add it to querySets", dir, name, known)
+			continue
+		}
+		q, err := sqlfile.Parse(os.DirFS(dir), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = q
+	}
+	return out
+}
+
+// usedNames finds the query names a driver's non-test code looks up, by
+// query set: string literals passed to q.Get (or sq.Get), and literals passed
+// to a function of the package at a parameter that function hands to one of
+// them. It returns each with the position of one use.
+func usedNames(t *testing.T, dir string) map[string]map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	var files []*ast.File
@@ -140,9 +174,13 @@ func usedNames(t *testing.T, dir string) map[string]string {
 		}
 		files = append(files, f)
 	}
-	// forwarders: function or method name → indexes of the parameters it
-	// passes to q.Get.
-	forwarders := map[string][]int{}
+	// forwarders: function or method name → the parameters it passes to a
+	// query set's Get, with that set.
+	type forward struct {
+		param int
+		set   string
+	}
+	forwarders := map[string][]forward{}
 	for _, f := range files {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
@@ -156,10 +194,10 @@ func usedNames(t *testing.T, dir string) map[string]string {
 				}
 			}
 			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				if arg, ok := getArg(n); ok {
+				if set, arg, ok := getArg(n); ok {
 					if id, ok := arg.(*ast.Ident); ok {
 						if i := slices.Index(params, id.Name); i >= 0 {
-							forwarders[fn.Name.Name] = append(forwarders[fn.Name.Name], i)
+							forwarders[fn.Name.Name] = append(forwarders[fn.Name.Name], forward{i, set})
 						}
 					}
 				}
@@ -167,21 +205,24 @@ func usedNames(t *testing.T, dir string) map[string]string {
 			})
 		}
 	}
-	used := map[string]string{}
-	add := func(e ast.Expr) {
+	used := map[string]map[string]string{}
+	for set := range querySets {
+		used[set] = map[string]string{}
+	}
+	add := func(set string, e ast.Expr) {
 		lit, ok := e.(*ast.BasicLit)
 		if !ok || lit.Kind != token.STRING {
 			return
 		}
 		name, err := strconv.Unquote(lit.Value)
 		if err == nil {
-			used[name] = fset.Position(lit.Pos()).String()
+			used[set][name] = fset.Position(lit.Pos()).String()
 		}
 	}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
-			if arg, ok := getArg(n); ok {
-				add(arg)
+			if set, arg, ok := getArg(n); ok {
+				add(set, arg)
 			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -194,32 +235,37 @@ func usedNames(t *testing.T, dir string) map[string]string {
 			case *ast.SelectorExpr:
 				name = fun.Sel.Name
 			}
-			for _, i := range forwarders[name] {
-				if i < len(call.Args) {
-					add(call.Args[i])
+			for _, fw := range forwarders[name] {
+				if fw.param < len(call.Args) {
+					add(fw.set, call.Args[fw.param])
 				}
 			}
 			return true
 		})
 	}
-	if len(used) == 0 {
+	if len(used["q"]) == 0 {
 		t.Fatalf("%s: found no query lookups; has the q.Get idiom changed?", dir)
 	}
 	return used
 }
 
-// getArg reports the argument of a call q.Get(arg).
-func getArg(n ast.Node) (ast.Expr, bool) {
+// getArg reports the argument of a call q.Get(arg) or sq.Get(arg), and which
+// query set it looks up.
+func getArg(n ast.Node) (set string, arg ast.Expr, ok bool) {
 	call, ok := n.(*ast.CallExpr)
 	if !ok || len(call.Args) != 1 {
-		return nil, false
+		return "", nil, false
 	}
 	sel, ok := call.Fun.(*ast.SelectorExpr)
 	if !ok || sel.Sel.Name != "Get" {
-		return nil, false
+		return "", nil, false
 	}
-	if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "q" {
-		return nil, false
+	x, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return "", nil, false
 	}
-	return call.Args[0], true
+	if _, known := querySets[x.Name]; !known {
+		return "", nil, false
+	}
+	return x.Name, call.Args[0], true
 }

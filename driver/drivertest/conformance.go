@@ -8,8 +8,10 @@
 //		drivertest.Run(t, drivertest.Harness[mydriver.Tx]{NewDB: newDB})
 //	}
 //
-// where newDB returns a fresh, migrated database for one test (see DB). The
-// PostgreSQL and SQLite drivers' conformance_test.go files are worked examples.
+// where newDB returns a fresh, migrated database for one test (see DB). A
+// driver that also keeps the server's state (package driver/serverstore)
+// passes RunServer too, with Harness.ServerStore set. The PostgreSQL and
+// SQLite drivers' conformance_test.go files are worked examples.
 package drivertest
 
 import (
@@ -24,6 +26,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -40,10 +43,14 @@ type DB[TTx any] interface {
 	Exec(ctx context.Context, tx TTx, sql string) error
 }
 
-// Harness adapts a driver to the suite.
+// Harness adapts a driver to the suites.
 type Harness[TTx any] struct {
-	// NewDB returns a fresh, migrated database for one test.
+	// NewDB returns a fresh database for one test, migrated with the
+	// driver's (engine's) Migrate.
 	NewDB func(t *testing.T) DB[TTx]
+	// ServerStore returns the server's store on a driver of NewDB's
+	// database (serverstore.Driver.ServerStore). Only RunServer needs it.
+	ServerStore func(d driver.Driver[TTx]) serverstore.Store[TTx]
 }
 
 type testCase[TTx any] struct {
@@ -90,13 +97,12 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DeviceRegistry", testDevices[TTx]},
 		{"SessionRevocation", testSessions[TTx]},
 		{"DeleteRecipient", testDeleteRecipient[TTx]},
+		{"DeleteRecipientIsOneOperation", testDeleteRecipientIsOneOperation[TTx]},
 		{"ObserverSeesEvents", testObserver[TTx]},
-		{"ServerAPIKeys", testAPIKeys[TTx]},
-		{"ServerPreferences", testPreferences[TTx]},
 		{"RecordedRequests", testRecordedRequests[TTx]},
 		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
 		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
-		{"ServerMessageReads", testMessageReads[TTx]},
+		{"MessageReads", testMessageReads[TTx]},
 		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},
 		{"AcceptedDeviceEndsDeliverySent", testAcceptedEndsSent[TTx]},
 		{"ObserverPanicKeepsOutcome", testObserverPanicKeepsOutcome[TTx]},

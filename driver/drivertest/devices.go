@@ -1,8 +1,11 @@
 package drivertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +150,78 @@ func testDeleteRecipient[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if ds := b.deliveries("r2"); len(ds) != 1 {
 		t.Fatalf("another recipient's delivery went with it: %+v", ds)
+	}
+}
+
+// testDeleteRecipientIsOneOperation: every owner of a recipient's data takes
+// part in DeleteRecipient, in one transaction. Each RecipientDeleter runs on
+// the deletion's own transaction, so its writes commit with the engine's; and
+// when one fails, nothing is deleted — neither the engine's rows nor what the
+// deleters before it wrote.
+func testDeleteRecipientIsOneOperation[TTx any](t *testing.T, h Harness[TTx]) {
+	errDown := errors.New("the other owner's store is down")
+	var failing atomic.Bool
+	var asked []string
+	var b *bundle[TTx]
+	b = setup(t, h, func(c *oncepush.Config) {
+		c.RecipientDeleters = []oncepush.RecipientDeleter{
+			func(ctx context.Context, recipient string) error {
+				tx, ok := oncepush.RecipientDeleteTx[TTx](ctx)
+				if !ok {
+					return errors.New("RecipientDeleteTx: no transaction")
+				}
+				asked = append(asked, recipient)
+				// This owner's rows, written on the deletion's transaction:
+				// for the test, the devices of a bystander.
+				return b.db.Exec(ctx, tx, "DELETE FROM oncepush_device WHERE recipient = 'bystander'")
+			},
+			func(ctx context.Context, recipient string) error {
+				if failing.Load() {
+					return errDown
+				}
+				return nil
+			},
+		}
+	})
+	b.register("r1", oncepush.TransportFCM, oncepush.TransportAPNs)
+	b.register("bystander", oncepush.TransportFCM)
+	b.send([]string{"r1"}, msg("x"), nil)
+	b.drain()
+	devices := func(r string) int {
+		t.Helper()
+		ds, err := b.client.Devices(b.ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ds)
+	}
+
+	failing.Store(true)
+	if err := b.client.DeleteRecipient(b.ctx, "r1"); !errors.Is(err, errDown) {
+		t.Fatalf("DeleteRecipient with a failing deleter: %v, want its error", err)
+	}
+	if n, ds := devices("r1"), b.deliveries("r1"); n != 2 || len(ds) != 1 {
+		t.Fatalf("a failed deletion left r1 with %d devices and %d deliveries, want 2 and 1: it must delete nothing", n, len(ds))
+	}
+	if n := devices("bystander"); n != 1 {
+		t.Fatalf("the first deleter's write survived the second's failure (bystander has %d devices, want 1)", n)
+	}
+
+	failing.Store(false)
+	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, ds := devices("r1"), b.deliveries("r1"); n != 0 || len(ds) != 0 {
+		t.Fatalf("r1 has %d devices and %d deliveries after its deletion", n, len(ds))
+	}
+	if n := devices("bystander"); n != 0 {
+		t.Fatalf("the deleter's write on the deletion's transaction did not commit (bystander has %d devices)", n)
+	}
+	// A recipient the engine holds nothing about is still asked of every owner.
+	if err := b.client.DeleteRecipient(b.ctx, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"r1", "r1", "nobody"}; !slices.Equal(asked, want) {
+		t.Fatalf("deleters were asked about %v, want %v", asked, want)
 	}
 }

@@ -2,26 +2,146 @@ package drivertest
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 )
 
-// The server's state (migration 2): API keys, preferences, idempotency records.
+// The server's state (package driver/serverstore): API keys and preferences,
+// with migrations of their own. RunServer runs these tests; Run, the engine's
+// suite, never touches the server's tables.
+
+// RunServer runs the suite of the server's storage contract, on databases
+// that NewDB migrated for the engine only: the suite migrates the server's
+// schema itself. h.ServerStore must be set.
+func RunServer[TTx any](t *testing.T, h Harness[TTx]) {
+	if h.ServerStore == nil {
+		t.Fatal("drivertest.RunServer: Harness.ServerStore is nil")
+	}
+	for _, tc := range []testCase[TTx]{
+		{"MigrationsApartFromTheEngine", testServerMigrations[TTx]},
+		{"MigrateConcurrentlyAppliesOnce", testServerMigrateConcurrently[TTx]},
+		{"APIKeys", testAPIKeys[TTx]},
+		{"Preferences", testPreferences[TTx]},
+		{"PreferencesOnTheClaimTransaction", testPreferencesOnClaimTx[TTx]},
+		{"PreferencesDeletedWithTheRecipient", testPreferencesDeletedWithRecipient[TTx]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+// serverSetup is setup with the server's store on the bundle's driver,
+// migrated.
+func serverSetup[TTx any](t *testing.T, h Harness[TTx], mod func(*oncepush.Config)) (*bundle[TTx], serverstore.Store[TTx]) {
+	t.Helper()
+	b := setup(t, h, mod)
+	st := h.ServerStore(b.drv)
+	if _, err := st.Migrate(b.ctx); err != nil {
+		t.Fatalf("server Migrate: %v", err)
+	}
+	return b, st
+}
+
+// testServerMigrations: the engine's migrations create none of the server's
+// tables, and the server's are numbered and recorded apart: migrating them
+// leaves the engine's version as it was, and a second Migrate applies nothing.
+func testServerMigrations[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	st := h.ServerStore(b.drv)
+	engine, engineLatest, err := b.drv.SchemaVersion(b.ctx)
+	if err != nil || engine != engineLatest {
+		t.Fatalf("engine SchemaVersion = %d, %d, %v; want the harness's database migrated", engine, engineLatest, err)
+	}
+	cur, latest, err := st.SchemaVersion(b.ctx)
+	if err != nil || cur != 0 || latest < 1 {
+		t.Fatalf("server SchemaVersion of an engine-only database = %d, %d, %v; want 0 and at least 1", cur, latest, err)
+	}
+	if _, err := st.Exec().APIKeyList(b.ctx); err == nil {
+		t.Fatal("the engine's migrations created the server's API key table")
+	}
+	if _, err := st.Exec().PreferenceGet(b.ctx, "r1"); err == nil || errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("the engine's migrations created the server's preference table (PreferenceGet: %v)", err)
+	}
+	res, err := st.Migrate(b.ctx)
+	if err != nil || res.Version != latest || len(res.Applied) != latest || res.Applied[0] != 1 {
+		t.Fatalf("server Migrate = %+v, %v; want versions 1…%d applied", res, err, latest)
+	}
+	if cur, _, err := st.SchemaVersion(b.ctx); err != nil || cur != latest {
+		t.Fatalf("server SchemaVersion after Migrate = %d, %v; want %d", cur, err, latest)
+	}
+	if again, err := b.drv.Migrate(b.ctx); err != nil || len(again.Applied) != 0 {
+		t.Fatalf("engine Migrate after the server's = %+v, %v; want nothing to apply", again, err)
+	}
+	if e, _, err := b.drv.SchemaVersion(b.ctx); err != nil || e != engine {
+		t.Fatalf("engine version %d after the server's migrations, %v; want %d", e, err, engine)
+	}
+	if again, err := st.Migrate(b.ctx); err != nil || len(again.Applied) != 0 || again.Version != latest {
+		t.Fatalf("second server Migrate = %+v, %v; want nothing applied", again, err)
+	}
+	if keys, err := st.Exec().APIKeyList(b.ctx); err != nil || len(keys) != 0 {
+		t.Fatalf("APIKeyList on a fresh server schema = %v, %v", keys, err)
+	}
+}
+
+// testServerMigrateConcurrently: processes starting together each migrate
+// the server's schema; every migration is applied exactly once.
+func testServerMigrateConcurrently[TTx any](t *testing.T, h Harness[TTx]) {
+	db := h.NewDB(t)
+	const n = 4
+	results := make([]*driver.MigrateResult, n)
+	errs := make([]error, n)
+	stores := make([]serverstore.Store[TTx], n)
+	for i := range n {
+		stores[i] = h.ServerStore(db.Driver(t, 2))
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { results[i], errs[i] = stores[i].Migrate(t.Context()) })
+	}
+	wg.Wait()
+	var applied []int
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("server Migrate %d: %v", i, errs[i])
+		}
+		applied = append(applied, results[i].Applied...)
+	}
+	_, latest, err := stores[0].SchemaVersion(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(applied)
+	if want := seq(1, latest); !slices.Equal(applied, want) {
+		t.Fatalf("%d concurrent server migrations applied %v in all, want %v once", n, applied, want)
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
 
 func testAPIKeys[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	ex := b.drv.Exec()
-	k := &driver.APIKey{ID: "k1abcdef", Name: "backend", Hash: bytes.Repeat([]byte{1}, 32), Scopes: []string{"send", "read"}}
+	b, st := serverSetup(t, h, nil)
+	ex := st.Exec()
+	k := &serverstore.APIKey{ID: "k1abcdef", Name: "backend", Hash: bytes.Repeat([]byte{1}, 32), Scopes: []string{"send", "read"}}
 	if err := ex.APIKeyInsert(b.ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.APIKeyInsert(b.ctx, &driver.APIKey{ID: "k2", Name: "dup", Hash: k.Hash, Scopes: []string{"send"}}); err == nil {
+	if err := ex.APIKeyInsert(b.ctx, &serverstore.APIKey{ID: "k2", Name: "dup", Hash: k.Hash, Scopes: []string{"send"}}); err == nil {
 		t.Fatal("a second key with the same hash was stored")
 	}
 	got, err := ex.APIKeyGetByHash(b.ctx, k.Hash)
@@ -42,7 +162,7 @@ func testAPIKeys[TTx any](t *testing.T, h Harness[TTx]) {
 	if err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(now) {
 		t.Fatalf("revoked key: %+v, %v", got, err)
 	}
-	if err := ex.APIKeyInsert(b.ctx, &driver.APIKey{ID: "k2", Name: "other", Hash: bytes.Repeat([]byte{2}, 32), Scopes: []string{"admin"}}); err != nil {
+	if err := ex.APIKeyInsert(b.ctx, &serverstore.APIKey{ID: "k2", Name: "other", Hash: bytes.Repeat([]byte{2}, 32), Scopes: []string{"admin"}}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := ex.APIKeyList(b.ctx)
@@ -52,16 +172,16 @@ func testAPIKeys[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testPreferences[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	ex := b.drv.Exec()
+	b, st := serverSetup(t, h, nil)
+	ex := st.Exec()
 	if _, err := ex.PreferenceGet(b.ctx, "r1"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("no preferences yet: %v", err)
 	}
-	p := &driver.Preference{Recipient: "r1", OptOut: []string{"news", "promo"}, QuietStart: "22:00", QuietEnd: "07:00", TimeZone: "Europe/Zurich"}
+	p := &serverstore.Preference{Recipient: "r1", OptOut: []string{"news", "promo"}, QuietStart: "22:00", QuietEnd: "07:00", TimeZone: "Europe/Zurich"}
 	if err := ex.PreferencePut(b.ctx, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.PreferencePut(b.ctx, &driver.Preference{Recipient: "r2"}, nil); err != nil {
+	if err := ex.PreferencePut(b.ctx, &serverstore.Preference{Recipient: "r2"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ex.PreferenceGet(b.ctx, "r1")
@@ -69,7 +189,7 @@ func testPreferences[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("PreferenceGet = %+v, %v", got, err)
 	}
 	// Put replaces.
-	if err := ex.PreferencePut(b.ctx, &driver.Preference{Recipient: "r1", OptOut: []string{"news"}}, nil); err != nil {
+	if err := ex.PreferencePut(b.ctx, &serverstore.Preference{Recipient: "r1", OptOut: []string{"news"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	many, err := ex.PreferenceGetMany(b.ctx, []string{"r1", "r2", "r3"})
@@ -84,231 +204,108 @@ func testPreferences[TTx any](t *testing.T, h Harness[TTx]) {
 			t.Fatalf("empty preferences: %+v", m)
 		}
 	}
+	if n, err := ex.PreferenceDeleteByRecipient(b.ctx, "r2"); err != nil || n != 1 {
+		t.Fatalf("PreferenceDeleteByRecipient = %d, %v; want 1", n, err)
+	}
+	if n, err := ex.PreferenceDeleteByRecipient(b.ctx, "r2"); err != nil || n != 0 {
+		t.Fatalf("PreferenceDeleteByRecipient of none = %d, %v; want 0", n, err)
+	}
+	if _, err := ex.PreferenceGet(b.ctx, "r1"); err != nil {
+		t.Fatalf("deleting r2's preferences touched r1's: %v", err)
+	}
+}
+
+// testPreferencesOnClaimTx: an eligibility rule reads preferences through
+// the server's store on the claim's own transaction — consistent with the
+// claim, and with no second connection: a client whose pool holds one
+// connection still delivers.
+func testPreferencesOnClaimTx[TTx any](t *testing.T, h Harness[TTx]) {
+	b, _ := serverSetup(t, h, nil)
+	one := b.db.Driver(t, 1)
+	st := h.ServerStore(one)
+	elig := func(ctx context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
+		tx, ok := oncepush.ClaimTx[TTx](ctx)
+		if !ok {
+			return nil, errors.New("no claim transaction")
+		}
+		prefs, err := st.UnwrapExecutor(tx).PreferenceGetMany(ctx, recipients)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]oncepush.Decision{}
+		for _, p := range prefs {
+			if slices.Contains(p.OptOut, n.Category) {
+				out[p.Recipient] = oncepush.DecisionSkip
+			}
+		}
+		return out, nil
+	}
+	client := b.newClient(one, func(c *oncepush.Config) {
+		c.Providers = []oncepush.Provider{b.fcm}
+		c.Eligibility = elig
+	})
+	b.register("in", oncepush.TransportFCM)
+	b.register("out", oncepush.TransportFCM)
+	if err := st.Exec().PreferencePut(b.ctx, &serverstore.Preference{Recipient: "out", OptOut: []string{"news"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.send([]string{"in", "out"}, msg("news"), &oncepush.SendOptions{Category: "news"})
+	drain(t, client)
+	wantStatus(t, b.only("in"), oncepush.StatusSent)
+	wantStatus(t, b.only("out"), oncepush.StatusSkipped)
+}
+
+// testPreferencesDeletedWithTheRecipient: the engine's deletion of a
+// recipient leaves the server's rows alone; the server takes part in it
+// with a RecipientDeleter on the deletion's transaction, and its rows then
+// go with the engine's or not at all.
+func testPreferencesDeletedWithRecipient[TTx any](t *testing.T, h Harness[TTx]) {
+	b, st := serverSetup(t, h, nil)
+	ex := st.Exec()
+	for _, r := range []string{"r1", "r2"} {
+		b.register(r, oncepush.TransportFCM)
+		if err := ex.PreferencePut(b.ctx, &serverstore.Preference{Recipient: r, OptOut: []string{"news"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.PreferenceGet(b.ctx, "r1"); err != nil {
+		t.Fatalf("the engine's deletion of a recipient touched the server's preferences: %v", err)
+	}
+	var after error // what the next owner says, once the server's rows are deleted
+	withServer := b.newClient(b.drv, func(c *oncepush.Config) {
+		c.RecipientDeleters = []oncepush.RecipientDeleter{
+			func(ctx context.Context, recipient string) error {
+				tx, ok := oncepush.RecipientDeleteTx[TTx](ctx)
+				if !ok {
+					return errors.New("no deletion transaction")
+				}
+				n, err := st.UnwrapExecutor(tx).PreferenceDeleteByRecipient(ctx, recipient)
+				if err == nil && n != 1 {
+					err = fmt.Errorf("PreferenceDeleteByRecipient deleted %d rows, want 1", n)
+				}
+				return err
+			},
+			func(context.Context, string) error { return after },
+		}
+	})
+	after = errors.New("another owner failed")
+	if err := withServer.DeleteRecipient(b.ctx, "r1"); !errors.Is(err, after) {
+		t.Fatalf("DeleteRecipient with a failing owner after the server: %v", err)
+	}
+	if _, err := ex.PreferenceGet(b.ctx, "r1"); err != nil {
+		t.Fatalf("a failed deletion deleted the preferences all the same: %v", err)
+	}
+	after = nil
+	if err := withServer.DeleteRecipient(b.ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ex.PreferenceGet(b.ctx, "r1"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("deleting a recipient kept its preferences: %v", err)
 	}
-}
-
-// testRecordedRequests: SendOptions.RequestHash — the first send with a key
-// is recorded with its result; the same request again is replayed without
-// writing; another request with the key is refused.
-func testRecordedRequests[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
-	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	opts := func(key string, hash []byte) *oncepush.SendOptions {
-		return &oncepush.SendOptions{DedupKey: key, RequestHash: hash}
-	}
-	first := b.send([]string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
-	if first.Replayed || first.Queued != 2 || first.Duplicates != 1 || first.MessageID == 0 {
-		t.Fatalf("first: %+v", first)
-	}
-	again := b.send([]string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
-	if !again.Replayed || again.MessageID != first.MessageID || again.Queued != 2 || again.Duplicates != 1 {
-		t.Fatalf("replay: %+v, want the first result replayed", again)
-	}
-	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts("k1", h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("another request with the key: %v, want ErrDedupConflict", err)
-	}
-	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("x"), &oncepush.SendOptions{RequestHash: h1}); err == nil {
-		t.Fatal("a recorded request without a dedup key was accepted")
-	}
-	for _, r := range []string{"r1", "r2"} {
-		if ds := b.deliveries(r); len(ds) != 1 {
-			t.Fatalf("%s has %d deliveries, want 1", r, len(ds))
-		}
-	}
-
-	// 20 at once: one is recorded, 19 replay it.
-	var wg sync.WaitGroup
-	results := make([]oncepush.SendResult, 20)
-	errs := make([]error, 20)
-	for i := range 20 {
-		wg.Go(func() { results[i], errs[i] = b.client.Send(b.ctx, []string{"r1"}, msg("race"), opts("k2", h1)) })
-	}
-	wg.Wait()
-	recorded := 0
-	for i := range 20 {
-		if errs[i] != nil {
-			t.Fatalf("concurrent send %d: %v", i, errs[i])
-		}
-		if !results[i].Replayed {
-			recorded++
-		}
-		if results[i].MessageID != results[0].MessageID {
-			t.Fatalf("concurrent sends answered different messages: %+v vs %+v", results[i], results[0])
-		}
-	}
-	if recorded != 1 || len(b.deliveries("r1")) != 2 {
-		t.Fatalf("%d sends recorded, r1 has %d deliveries; want 1 and 2", recorded, len(b.deliveries("r1")))
-	}
-
-	// Inside the caller's transaction a replay leaves the transaction usable.
-	tx, err := b.db.Begin(b.ctx, b.drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := b.client.SendTx(b.ctx, tx, []string{"r1", "r2", "r2"}, msg("first"), opts("k1", h1))
-	if err != nil || !res.Replayed {
-		t.Fatalf("SendTx replay: %+v, %v", res, err)
-	}
-	if _, err := b.client.SendTx(b.ctx, tx, []string{"r1"}, msg("other"), opts("k1", h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("SendTx conflict: %v", err)
-	}
-	if _, err := b.client.SendTx(b.ctx, tx, []string{"r2"}, msg("after"), opts("k3", h1)); err != nil {
-		t.Fatalf("the transaction was poisoned by a replay: %v", err)
-	}
-	if err := b.db.Commit(b.ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	if ds := b.deliveries("r2"); len(ds) != 2 {
-		t.Fatalf("r2 has %d deliveries after the transaction, want 2", len(ds))
-	}
-
-	// A different request racing an uncommitted first one waits for it and is refused.
-	tx, err = b.db.Begin(b.ctx, b.drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.client.SendTx(b.ctx, tx, []string{"r1"}, msg("slow"), opts("k4", h1)); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.client.Send(b.ctx, []string{"r2"}, msg("racer"), opts("k4", h2))
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("a racing send finished while the first was uncommitted: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if err := b.db.Commit(b.ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("racing send: %v, want ErrDedupConflict", err)
-	}
-
-	b.drain() // keys hold while their deliveries are pending
-	b.clock.Advance(b.client.Config().Retention + time.Hour)
-	st, err := b.client.Cleanup(b.ctx)
-	if err != nil || st.Idempotency != 4 {
-		t.Fatalf("cleanup: %+v, %v; want the 4 records past retention deleted", st, err)
-	}
-	if again := b.send([]string{"r1"}, msg("fresh"), opts("k1", h2)); again.Replayed || again.Queued != 1 {
-		t.Fatalf("key not free after retention: %+v", again)
-	}
-}
-
-func testMessageReads[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	res := b.send([]string{"r1"}, oncepush.Message{Type: "t", Title: "hello", Body: "b", Link: "/x", Data: map[string]any{"k": "v"}},
-		&oncepush.SendOptions{Category: "news"})
-	b.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "lost"})
-	b.drain()
-	ex := b.drv.Exec()
-	m, err := ex.MessageGet(b.ctx, res.MessageID)
-	if err != nil || m.Title != "hello" || m.Category != "news" || m.Link != "/x" || string(m.Data) == "" {
-		t.Fatalf("MessageGet = %+v, %v", m, err)
-	}
-	if _, err := ex.MessageGet(b.ctx, res.MessageID+1000); !errors.Is(err, driver.ErrNotFound) {
-		t.Fatalf("unknown message: %v", err)
-	}
-	if n, err := ex.DeviceAttemptAmbiguousCount(b.ctx, res.MessageID); err != nil || n != 1 {
-		t.Fatalf("ambiguous count = %d, %v; want 1", n, err)
-	}
-}
-
-// testRecordLivesWithItsKey: a recorded request's record lives exactly as
-// long as the dedup key it guards. A send scheduled past the retention period
-// keeps its key (and so its record) while it waits: cleanup after 7 days must
-// not let another request take the key, nor refuse the original's retry. The
-// record goes with the last delivery holding the key, and then both are free.
-func testRecordLivesWithItsKey[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	retention := b.client.Config().Retention
-	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	at := epoch.Add(8 * 24 * time.Hour)
-	opts := func(hash []byte) *oncepush.SendOptions {
-		return &oncepush.SendOptions{DedupKey: "weekly:2026-02", RequestHash: hash, ScheduledAt: at}
-	}
-	first := b.send([]string{"r1"}, msg("weekly"), opts(h1))
-	if first.Queued != 1 {
-		t.Fatalf("first: %+v", first)
-	}
-	// Older than retention, still pending: the key holds, so its record does.
-	b.clock.Advance(retention + time.Hour)
-	if st, err := b.client.Cleanup(b.ctx); err != nil || st.Idempotency != 0 {
-		t.Fatalf("cleanup while the delivery is pending: %+v, %v; want no record deleted", st, err)
-	}
-	if res, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("another request with a held key after cleanup: %+v, %v; want ErrDedupConflict", res, err)
-	}
-	if res := b.send([]string{"r1"}, msg("weekly"), opts(h1)); !res.Replayed || res.MessageID != first.MessageID {
-		t.Fatalf("the original's retry after cleanup: %+v, want the first answer replayed", res)
-	}
-
-	// Sent at its time; the key then holds for the retention period.
-	b.clock.Set(at)
-	b.drain()
-	wantStatus(t, b.only("r1"), oncepush.StatusSent)
-	b.clock.Advance(retention - time.Hour)
-	if st, err := b.client.Cleanup(b.ctx); err != nil || st.Deliveries != 0 || st.Idempotency != 0 {
-		t.Fatalf("cleanup within retention of the send: %+v, %v; want nothing deleted", st, err)
-	}
-	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("another request within retention of the send: %v; want ErrDedupConflict", err)
-	}
-
-	// Past retention, the delivery, its message and the record go together.
-	b.clock.Advance(2 * time.Hour)
-	st, err := b.client.Cleanup(b.ctx)
-	if err != nil || st.Deliveries != 1 || st.Messages != 1 || st.Idempotency != 1 {
-		t.Fatalf("cleanup past retention: %+v, %v; want the delivery, its message and its record deleted", st, err)
-	}
-	res, err := b.client.Send(b.ctx, []string{"r1"}, msg("other"), &oncepush.SendOptions{DedupKey: "weekly:2026-02", RequestHash: h2})
-	if err != nil || res.Replayed || res.Queued != 1 {
-		t.Fatalf("another request once the key is free: %+v, %v; want it queued", res, err)
-	}
-}
-
-// testRecordFreedWithRecipients: deleting recipients frees their dedup keys,
-// and a record goes when no delivery holds its key any more — not before.
-func testRecordFreedWithRecipients[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
-	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	opts := func(hash []byte) *oncepush.SendOptions {
-		return &oncepush.SendOptions{DedupKey: "welcome", RequestHash: hash}
-	}
-	first := b.send([]string{"r1", "r2"}, msg("welcome"), opts(h1))
-	if err := b.client.DeleteRecipient(b.ctx, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	// r2's delivery still holds the key.
-	if _, err := b.client.Send(b.ctx, []string{"r2"}, msg("other"), opts(h2)); !errors.Is(err, oncepush.ErrDedupConflict) {
-		t.Fatalf("another request while r2 holds the key: %v; want ErrDedupConflict", err)
-	}
-	if res := b.send([]string{"r1", "r2"}, msg("welcome"), opts(h1)); !res.Replayed || res.MessageID != first.MessageID {
-		t.Fatalf("the original's retry: %+v, want a replay", res)
-	}
-	if err := b.client.DeleteRecipient(b.ctx, "r2"); err != nil {
-		t.Fatal(err)
-	}
-	ex := b.drv.Exec()
-	if rec, err := ex.IdempotencyGet(b.ctx, "welcome"); !errors.Is(err, driver.ErrNotFound) {
-		t.Fatalf("the record outlived every delivery with its key: %+v, %v", rec, err)
-	}
-	b.register("r2", oncepush.TransportFCM)
-	if res, err := b.client.Send(b.ctx, []string{"r2"}, msg("other"), opts(h2)); err != nil || res.Replayed || res.Queued != 1 {
-		t.Fatalf("another request once the key is free: %+v, %v; want it queued", res, err)
+	if _, err := ex.PreferenceGet(b.ctx, "r2"); err != nil {
+		t.Fatalf("deleting r1 deleted r2's preferences: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/drivertest"
 	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/testdb"
 )
 
@@ -53,4 +54,12 @@ func migrated(t *testing.T) (*pgxpool.Pool, *postgres.Driver) {
 
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness[pgx.Tx]{NewDB: newDB})
+}
+
+func TestServerConformance(t *testing.T) {
+	drivertest.RunServer(t, drivertest.Harness[pgx.Tx]{NewDB: newDB, ServerStore: serverStore})
+}
+
+func serverStore(d driver.Driver[pgx.Tx]) serverstore.Store[pgx.Tx] {
+	return d.(*postgres.Driver).ServerStore()
 }

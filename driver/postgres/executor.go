@@ -332,11 +332,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 			return err
 		}
 		res.Devices = int(tag.RowsAffected())
-		if err := scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, q.Get("PreferenceDeleteByRecipient"), args)
-		return err
+		return scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries)
 	})
 	return res, err
 }
@@ -488,7 +484,7 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 	return n, time.Duration(age * float64(time.Second)), err
 }
 
-// --- the server's state
+// --- reading the ledger (messages)
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
 	rows, err := e.db.Query(ctx, q.Get("MessageGet"), named{"id": id})
@@ -505,82 +501,7 @@ func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID in
 	return n, err
 }
 
-func (e *executor) APIKeyInsert(ctx context.Context, k *driver.APIKey) error {
-	_, err := e.db.Exec(ctx, q.Get("APIKeyInsert"), named{
-		"id": k.ID, "name": k.Name, "hash": k.Hash, "scopes": k.Scopes, "now": nilIfZero(k.CreatedAt),
-	})
-	return err
-}
-
-func nilIfZero(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-func scanAPIKey(r pgx.CollectableRow) (*driver.APIKey, error) {
-	k := &driver.APIKey{}
-	err := r.Scan(&k.ID, &k.Name, &k.Hash, &k.Scopes, &k.CreatedAt, &k.RevokedAt)
-	return k, err
-}
-
-func (e *executor) APIKeyGetByHash(ctx context.Context, hash []byte) (*driver.APIKey, error) {
-	rows, err := e.db.Query(ctx, q.Get("APIKeyGetByHash"), named{"hash": hash})
-	if err != nil {
-		return nil, err
-	}
-	k, err := pgx.CollectExactlyOneRow(rows, scanAPIKey)
-	return k, translate(err)
-}
-
-func (e *executor) APIKeyList(ctx context.Context) ([]*driver.APIKey, error) {
-	rows, err := e.db.Query(ctx, q.Get("APIKeyList"))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanAPIKey)
-}
-
-func (e *executor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
-	tag, err := e.db.Exec(ctx, q.Get("APIKeyRevoke"), named{"id": id, "now": now})
-	return tag.RowsAffected() == 1, err
-}
-
-func scanPreference(r pgx.CollectableRow) (*driver.Preference, error) {
-	p := &driver.Preference{}
-	err := r.Scan(&p.Recipient, &p.OptOut, &p.QuietStart, &p.QuietEnd, &p.TimeZone, &p.UpdatedAt)
-	return p, err
-}
-
-func (e *executor) PreferenceGet(ctx context.Context, recipient string) (*driver.Preference, error) {
-	rows, err := e.db.Query(ctx, q.Get("PreferenceGet"), named{"recipient": recipient})
-	if err != nil {
-		return nil, err
-	}
-	p, err := pgx.CollectExactlyOneRow(rows, scanPreference)
-	return p, translate(err)
-}
-
-func (e *executor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*driver.Preference, error) {
-	rows, err := e.db.Query(ctx, q.Get("PreferenceGetMany"), named{"recipients": recipients})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanPreference)
-}
-
-func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now *time.Time) error {
-	optOut := p.OptOut
-	if optOut == nil {
-		optOut = []string{}
-	}
-	_, err := e.db.Exec(ctx, q.Get("PreferencePut"), named{
-		"recipient": p.Recipient, "opt_out": optOut, "quiet_start": p.QuietStart, "quiet_end": p.QuietEnd,
-		"time_zone": p.TimeZone, "now": now,
-	})
-	return err
-}
+// --- recorded requests
 
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
 	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), named{"key": key})

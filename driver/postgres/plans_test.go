@@ -65,6 +65,9 @@ func newPlanner(t *testing.T) *planner {
 	if _, err := New(pool).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := New(pool).ServerStore().Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	c, err := pool.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +132,7 @@ func (n *planNode) String() string {
 func (p *planner) plan(t *testing.T, name, mode string, args []string) *planNode {
 	t.Helper()
 	ctx := t.Context()
-	text, _ := sqlfile.Positional(q.Get(name))
+	text, _ := sqlfile.Positional(queryText(name))
 	if _, err := p.conn.Exec(ctx, "PREPARE plan_probe AS "+text); err != nil {
 		t.Fatalf("%s: prepare: %v", name, err)
 	}
@@ -165,6 +168,14 @@ func (p *planner) plan(t *testing.T, name, mode string, args []string) *planNode
 	return &doc[0].Plan
 }
 
+// queryText is the named query of the engine's set or the server's.
+func queryText(name string) string {
+	if text, ok := q[name]; ok {
+		return text
+	}
+	return sq.Get(name)
+}
+
 // seqScans names the ledger tables the plan reads whole.
 func seqScans(plan *planNode) []string {
 	var out []string
@@ -189,10 +200,13 @@ func TestQueryPlans(t *testing.T) {
 
 // everyQueryReadsThroughIndexes: no named query reads a ledger table whole in
 // its generic plan (the one whose choice does not depend on the values, so
-// NULL stands for each), as TestQueriesReadThroughIndexes checks for SQLite.
+// NULL stands for each), as TestQueriesReadThroughIndexes checks for SQLite:
+// the engine's queries and the server's.
 func everyQueryReadsThroughIndexes(t *testing.T, p *planner) {
-	for _, name := range slices.Sorted(maps.Keys(q)) {
-		if strings.HasPrefix(name, "Migration") || name == "Wake" {
+	names := slices.Concat(slices.Collect(maps.Keys(q)), slices.Collect(maps.Keys(sq)))
+	slices.Sort(names)
+	for _, name := range names {
+		if strings.HasPrefix(name, "Migration") || strings.HasPrefix(name, "ServerMigration") || name == "Wake" {
 			continue
 		}
 		plan := p.plan(t, name, "force_generic_plan", nil)

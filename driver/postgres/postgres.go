@@ -121,40 +121,62 @@ func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func(
 	}
 }
 
-// migrations are the embedded migration files, in version order.
-func migrations() ([]sqlfile.Migration, error) { return sqlfile.Migrations(migrationFS, "migration") }
+// migrations is one numbered sequence of migrations with a version table of
+// its own: the engine's (migration/, oncepush_migration) or the server's
+// (servermigration/, oncepush_server_migration). The two evolve apart.
+type migrations struct {
+	what  string // "" for the engine's, "server " for the server's: in errors
+	files embed.FS
+	dir   string
+	// The statements that lock, create, list, record into and probe the
+	// version table.
+	lock, create, list, insert, exists string
+}
+
+var engineMigrations = &migrations{
+	files: migrationFS, dir: "migration",
+	lock: q.Get("MigrationLock"), create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
+	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
+}
+
+// load returns the embedded migration files, in version order.
+func (l *migrations) load() ([]sqlfile.Migration, error) { return sqlfile.Migrations(l.files, l.dir) }
 
 // Migrate implements driver.Driver. Each migration runs in its own transaction
 // under an advisory lock, so concurrent callers apply each migration once.
 func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
-	ms, err := migrations()
+	return engineMigrations.migrate(ctx, d.pool)
+}
+
+func (l *migrations) migrate(ctx context.Context, pool *pgxpool.Pool) (*driver.MigrateResult, error) {
+	ms, err := l.load()
 	if err != nil {
 		return nil, err
 	}
 	res := &driver.MigrateResult{}
 	for _, m := range ms {
-		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, q.Get("MigrationLock")); err != nil {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, l.lock); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, q.Get("MigrationTableCreate")); err != nil {
+			if _, err := tx.Exec(ctx, l.create); err != nil {
 				return err
 			}
-			applied, err := appliedVersions(ctx, tx)
+			applied, err := l.applied(ctx, tx)
 			if err != nil {
 				return err
 			}
 			if len(applied) > 0 && applied[len(applied)-1] > len(ms) {
-				return fmt.Errorf("%w: database is at version %d, this build knows %d",
-					driver.ErrSchemaTooNew, applied[len(applied)-1], len(ms))
+				return fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
+					driver.ErrSchemaTooNew, l.what, applied[len(applied)-1], len(ms))
 			}
 			if slices.Contains(applied, m.Version) {
 				return nil
 			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("postgres: migration %s: %w", m.Name, err)
+				return fmt.Errorf("postgres: %smigration %s: %w", l.what, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, q.Get("MigrationInsert"), named{"version": m.Version, "name": m.Name}); err != nil {
+			if _, err := tx.Exec(ctx, l.insert, named{"version": m.Version, "name": m.Name}); err != nil {
 				return err
 			}
 			res.Applied = append(res.Applied, m.Version)
@@ -170,18 +192,22 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 
 // SchemaVersion implements driver.Driver.
 func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err error) {
-	ms, err := migrations()
+	return engineMigrations.version(ctx, d.pool)
+}
+
+func (l *migrations) version(ctx context.Context, pool *pgxpool.Pool) (current, latest int, err error) {
+	ms, err := l.load()
 	if err != nil {
 		return 0, 0, err
 	}
 	var exists bool
-	if err := d.pool.QueryRow(ctx, q.Get("MigrationTableExists")).Scan(&exists); err != nil {
+	if err := pool.QueryRow(ctx, l.exists).Scan(&exists); err != nil {
 		return 0, len(ms), err
 	}
 	if !exists {
 		return 0, len(ms), nil
 	}
-	applied, err := appliedVersions(ctx, d.pool)
+	applied, err := l.applied(ctx, pool)
 	if err != nil {
 		return 0, len(ms), err
 	}
@@ -191,8 +217,8 @@ func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err er
 	return current, len(ms), nil
 }
 
-func appliedVersions(ctx context.Context, db dbtx) ([]int, error) {
-	rows, err := db.Query(ctx, q.Get("MigrationList"))
+func (l *migrations) applied(ctx context.Context, db dbtx) ([]int, error) {
+	rows, err := db.Query(ctx, l.list)
 	if err != nil {
 		return nil, err
 	}

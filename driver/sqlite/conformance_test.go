@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/drivertest"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/driver/sqlite"
 )
 
@@ -55,4 +56,12 @@ func (d *sqliteDB) Exec(ctx context.Context, tx *sql.Tx, query string) error {
 
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness[*sql.Tx]{NewDB: newDB})
+}
+
+func TestServerConformance(t *testing.T) {
+	drivertest.RunServer(t, drivertest.Harness[*sql.Tx]{NewDB: newDB, ServerStore: serverStore})
+}
+
+func serverStore(d driver.Driver[*sql.Tx]) serverstore.Store[*sql.Tx] {
+	return d.(*sqlite.Driver).ServerStore()
 }

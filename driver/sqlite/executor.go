@@ -599,11 +599,7 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
 			return err
 		}
-		if err := collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg); err != nil {
-			return err
-		}
-		_, err = db.ExecContext(ctx, q.Get("PreferenceDeleteByRecipient"), arg)
-		return err
+		return collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg)
 	})
 	return res, err
 }
@@ -761,7 +757,7 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 	return n, time.Duration(ageUS) * time.Microsecond, err
 }
 
-// --- the server's state
+// --- reading the ledger (messages)
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
 	m, err := scanMessage(e.conn().QueryRowContext(ctx, q.Get("MessageGet"), sql.Named("id", id)))
@@ -777,97 +773,7 @@ func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID in
 	return n, err
 }
 
-// jsonStrings is a TEXT column holding a JSON array of strings.
-type jsonStrings struct{ v *[]string }
-
-func (c jsonStrings) Scan(src any) error {
-	var b []byte
-	switch s := src.(type) {
-	case string:
-		b = []byte(s)
-	case []byte:
-		b = s
-	default:
-		return fmt.Errorf("sqlite: list column holds %T, want JSON text", src)
-	}
-	return json.Unmarshal(b, c.v)
-}
-
-func scanAPIKey(r scanner) (*driver.APIKey, error) {
-	k := &driver.APIKey{}
-	err := r.Scan(&k.ID, &k.Name, &k.Hash, jsonStrings{&k.Scopes}, timeCol{&k.CreatedAt}, nullTimeCol{&k.RevokedAt})
-	return k, err
-}
-
-func (e *executor) APIKeyInsert(ctx context.Context, k *driver.APIKey) error {
-	scopes, err := jsonList(k.Scopes)
-	if err != nil {
-		return err
-	}
-	var now *time.Time
-	if !k.CreatedAt.IsZero() {
-		now = &k.CreatedAt
-	}
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("APIKeyInsert"), sql.Named("id", k.ID), sql.Named("name", k.Name),
-			sql.Named("hash", k.Hash), sql.Named("scopes", scopes), sql.Named("now", nowMicros(now)))
-		return err
-	})
-}
-
-func (e *executor) APIKeyGetByHash(ctx context.Context, hash []byte) (*driver.APIKey, error) {
-	k, err := scanAPIKey(e.conn().QueryRowContext(ctx, q.Get("APIKeyGetByHash"), sql.Named("hash", hash)))
-	if err != nil {
-		return nil, translate(err)
-	}
-	return k, nil
-}
-
-func (e *executor) APIKeyList(ctx context.Context) ([]*driver.APIKey, error) {
-	return query(ctx, e.conn(), scanAPIKey, q.Get("APIKeyList"))
-}
-
-func (e *executor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
-	n, err := written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("APIKeyRevoke"), sql.Named("id", id), sql.Named("now", nowMicros(now))))
-	})
-	return n == 1, err
-}
-
-func scanPreference(r scanner) (*driver.Preference, error) {
-	p := &driver.Preference{}
-	err := r.Scan(&p.Recipient, jsonStrings{&p.OptOut}, &p.QuietStart, &p.QuietEnd, &p.TimeZone, timeCol{&p.UpdatedAt})
-	return p, err
-}
-
-func (e *executor) PreferenceGet(ctx context.Context, recipient string) (*driver.Preference, error) {
-	p, err := scanPreference(e.conn().QueryRowContext(ctx, q.Get("PreferenceGet"), sql.Named("recipient", recipient)))
-	if err != nil {
-		return nil, translate(err)
-	}
-	return p, nil
-}
-
-func (e *executor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*driver.Preference, error) {
-	list, err := jsonList(recipients)
-	if err != nil {
-		return nil, err
-	}
-	return query(ctx, e.conn(), scanPreference, q.Get("PreferenceGetMany"), sql.Named("recipients", list))
-}
-
-func (e *executor) PreferencePut(ctx context.Context, p *driver.Preference, now *time.Time) error {
-	optOut, err := jsonList(p.OptOut)
-	if err != nil {
-		return err
-	}
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("PreferencePut"), sql.Named("recipient", p.Recipient),
-			sql.Named("opt_out", optOut), sql.Named("quiet_start", p.QuietStart), sql.Named("quiet_end", p.QuietEnd),
-			sql.Named("time_zone", p.TimeZone), sql.Named("now", nowMicros(now)))
-		return err
-	})
-}
+// --- recorded requests
 
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
 	r := &driver.IdempotencyRecord{}

@@ -366,37 +366,6 @@ FROM oncepush_device_attempt a
 JOIN oncepush_delivery d ON d.id = a.delivery_id
 WHERE d.message_id = @message_id AND a.ambiguous > 0;
 
--- name: APIKeyInsert :exec
-INSERT INTO oncepush_api_key (id, name, hash, scopes, created_at)
-VALUES (@id, @name, @hash, json(@scopes), @now);
-
--- name: APIKeyGetByHash :one
-SELECT id, name, hash, scopes, created_at, revoked_at FROM oncepush_api_key WHERE hash = @hash;
-
--- name: APIKeyList :many
-SELECT id, name, hash, scopes, created_at, revoked_at FROM oncepush_api_key ORDER BY created_at, id;
-
--- name: APIKeyRevoke :execrows
-UPDATE oncepush_api_key SET revoked_at = @now WHERE id = @id AND revoked_at IS NULL;
-
--- name: PreferenceGet :one
-SELECT recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at
-FROM oncepush_preference WHERE recipient = @recipient;
-
--- name: PreferenceGetMany :many
-SELECT recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at
-FROM oncepush_preference WHERE recipient IN (SELECT value FROM json_each(@recipients));
-
--- name: PreferencePut :exec
-INSERT INTO oncepush_preference (recipient, opt_out, quiet_start, quiet_end, time_zone, updated_at)
-VALUES (@recipient, json(@opt_out), @quiet_start, @quiet_end, @time_zone, @now)
-ON CONFLICT (recipient) DO UPDATE
-SET opt_out = excluded.opt_out, quiet_start = excluded.quiet_start, quiet_end = excluded.quiet_end,
-    time_zone = excluded.time_zone, updated_at = excluded.updated_at;
-
--- name: PreferenceDeleteByRecipient :execrows
-DELETE FROM oncepush_preference WHERE recipient = @recipient;
-
 -- name: IdempotencyInsert :execrows
 -- Part of MessageInsert: no row inserted means the key is recorded already,
 -- and the driver rolls the send back.

@@ -24,15 +24,21 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 	if _, err := drv.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := drv.ServerStore().Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	param := regexp.MustCompile(`@[a-z_]+`)
 	// A full scan is "SCAN table" with no index; json_each and pragma
 	// functions are virtual tables, scanned by design.
 	fullScan := regexp.MustCompile(`^SCAN \w+$`)
-	for _, name := range slices.Sorted(maps.Keys(q)) {
-		text := q.Get(name)
+	// The engine's queries and the server's.
+	all := maps.Clone(q)
+	maps.Copy(all, sq)
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		text := all[name]
 		// APIKeyList lists every key by design: a handful of rows, read by
 		// `oncepush keys list`, never by a request.
-		if strings.HasPrefix(text, "PRAGMA") || strings.HasPrefix(name, "Migration") || name == "APIKeyList" {
+		if strings.HasPrefix(text, "PRAGMA") || strings.HasPrefix(name, "Migration") || strings.HasPrefix(name, "ServerMigration") || name == "APIKeyList" {
 			continue
 		}
 		var args []any

@@ -372,7 +372,11 @@ func (d *Driver) InTx(ctx context.Context, fn func(context.Context, *sql.Tx, dri
 }
 
 // Exec implements driver.Driver.
-func (d *Driver) Exec() driver.Executor {
+func (d *Driver) Exec() driver.Executor { return d.exec() }
+
+// exec is an executor on the handle: each call on its own, writes waiting
+// their turn at the gate.
+func (d *Driver) exec() *executor {
 	return &executor{db: d.db, gate: d.gate, busy: d.opts.BusyTimeout}
 }
 
@@ -462,8 +466,26 @@ func (d *Driver) listenOnce(ctx context.Context, path string, wake func()) error
 	}
 }
 
-// migrations are the embedded migration files, in version order.
-func migrations() ([]sqlfile.Migration, error) { return sqlfile.Migrations(migrationFS, "migration") }
+// migrations is one numbered sequence of migrations with a version table of
+// its own: the engine's (migration/, oncepush_migration) or the server's
+// (servermigration/, oncepush_server_migration). The two evolve apart.
+type migrations struct {
+	what  string // "" for the engine's, "server " for the server's: in errors
+	files embed.FS
+	dir   string
+	// The statements that create, list, record into and probe the version
+	// table.
+	create, list, insert, exists string
+}
+
+var engineMigrations = &migrations{
+	files: migrationFS, dir: "migration",
+	create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
+	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
+}
+
+// load returns the embedded migration files, in version order.
+func (l *migrations) load() ([]sqlfile.Migration, error) { return sqlfile.Migrations(l.files, l.dir) }
 
 // Migrate implements driver.Driver. Each migration runs in its own BEGIN
 // IMMEDIATE transaction, which holds the file's write lock, so processes that
@@ -471,7 +493,11 @@ func migrations() ([]sqlfile.Migration, error) { return sqlfile.Migrations(migra
 // A database migrated by a newer build is refused with driver.ErrSchemaTooNew
 // before anything is written.
 func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
-	ms, err := migrations()
+	return engineMigrations.migrate(ctx, d)
+}
+
+func (l *migrations) migrate(ctx context.Context, d *Driver) (*driver.MigrateResult, error) {
+	ms, err := l.load()
 	if err != nil {
 		return nil, err
 	}
@@ -481,24 +507,24 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 	res := &driver.MigrateResult{}
 	for _, m := range ms {
 		err := d.InTx(ctx, func(ctx context.Context, tx *sql.Tx, _ driver.Executor) error {
-			if _, err := tx.ExecContext(ctx, q.Get("MigrationTableCreate")); err != nil {
+			if _, err := tx.ExecContext(ctx, l.create); err != nil {
 				return err
 			}
-			applied, err := appliedVersions(ctx, tx)
+			applied, err := l.applied(ctx, tx)
 			if err != nil {
 				return err
 			}
 			if len(applied) > 0 && applied[len(applied)-1] > len(ms) {
-				return fmt.Errorf("%w: database is at version %d, this build knows %d",
-					driver.ErrSchemaTooNew, applied[len(applied)-1], len(ms))
+				return fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
+					driver.ErrSchemaTooNew, l.what, applied[len(applied)-1], len(ms))
 			}
 			if slices.Contains(applied, m.Version) {
 				return nil
 			}
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
+				return fmt.Errorf("sqlite: %smigration %s: %w", l.what, m.Name, err)
 			}
-			if _, err := tx.ExecContext(ctx, q.Get("MigrationInsert"), sql.Named("version", m.Version),
+			if _, err := tx.ExecContext(ctx, l.insert, sql.Named("version", m.Version),
 				sql.Named("name", m.Name), sql.Named("now", time.Now().UnixMicro())); err != nil {
 				return err
 			}
@@ -529,19 +555,23 @@ func (d *Driver) checkHandle(ctx context.Context) error {
 // SchemaVersion implements driver.Driver. A database migrated by a newer build
 // reports its version and driver.ErrSchemaTooNew.
 func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err error) {
-	ms, err := migrations()
+	return engineMigrations.version(ctx, d.db)
+}
+
+func (l *migrations) version(ctx context.Context, db *sql.DB) (current, latest int, err error) {
+	ms, err := l.load()
 	if err != nil {
 		return 0, 0, err
 	}
 	latest = len(ms)
 	var exists bool
-	if err := d.db.QueryRowContext(ctx, q.Get("MigrationTableExists")).Scan(&exists); err != nil {
+	if err := db.QueryRowContext(ctx, l.exists).Scan(&exists); err != nil {
 		return 0, latest, err
 	}
 	if !exists {
 		return 0, latest, nil
 	}
-	applied, err := appliedVersions(ctx, d.db)
+	applied, err := l.applied(ctx, db)
 	if err != nil {
 		return 0, latest, err
 	}
@@ -549,14 +579,14 @@ func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err er
 		current = applied[len(applied)-1]
 	}
 	if current > latest {
-		return current, latest, fmt.Errorf("%w: database is at version %d, this build knows %d",
-			driver.ErrSchemaTooNew, current, latest)
+		return current, latest, fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
+			driver.ErrSchemaTooNew, l.what, current, latest)
 	}
 	return current, latest, nil
 }
 
-func appliedVersions(ctx context.Context, db dbtx) ([]int, error) {
-	rows, err := db.QueryContext(ctx, q.Get("MigrationList"))
+func (l *migrations) applied(ctx context.Context, db dbtx) ([]int, error) {
+	rows, err := db.QueryContext(ctx, l.list)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/stack"
@@ -26,14 +27,20 @@ func migrate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	res, err := db.Migrate(ctx)
+	engine, srv, err := db.Migrate(ctx)
 	if err != nil {
 		return err
 	}
-	if len(res.Applied) == 0 {
-		fmt.Fprintf(e.stdout, "%s: schema is current (version %d)\n", db.Name, res.Version)
-	} else {
-		fmt.Fprintf(e.stdout, "%s: applied migrations %v; schema version %d\n", db.Name, res.Applied, res.Version)
+	// The engine's schema, then the server's own: numbered apart.
+	for _, m := range []struct {
+		what string
+		res  *driver.MigrateResult
+	}{{"", engine}, {"server ", srv}} {
+		if len(m.res.Applied) == 0 {
+			fmt.Fprintf(e.stdout, "%s: %sschema is current (version %d)\n", db.Name, m.what, m.res.Version)
+		} else {
+			fmt.Fprintf(e.stdout, "%s: applied %smigrations %v; %sschema version %d\n", db.Name, m.what, m.res.Applied, m.what, m.res.Version)
+		}
 	}
 	return nil
 }
@@ -79,9 +86,9 @@ func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Setting
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := db.Migrate(ctx); err != nil {
+	if _, _, err := db.Migrate(ctx); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("migrate: %w", err)
+		return nil, nil, err
 	}
 	return st, db, nil
 }
@@ -126,7 +133,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		k, err := createKey(ctx, db.Exec, *name, sc)
+		k, err := createKey(ctx, db.Server, *name, sc)
 		if err != nil {
 			return err
 		}
@@ -142,7 +149,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		list, err := db.Exec.APIKeyList(ctx)
+		list, err := db.Server.APIKeyList(ctx)
 		if err != nil {
 			return err
 		}
@@ -171,7 +178,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer db.Close()
-		ok, err := db.Exec.APIKeyRevoke(ctx, id, nil)
+		ok, err := db.Server.APIKeyRevoke(ctx, id, nil)
 		if err != nil {
 			return err
 		}

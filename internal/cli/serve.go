@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
@@ -58,8 +58,8 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		return err
 	}
 	defer db.Close()
-	if _, err := db.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate %s: %w", db.Name, err)
+	if _, _, err := db.Migrate(ctx); err != nil {
+		return err
 	}
 	providers, err := st.BuildProviders(log)
 	if err != nil {
@@ -107,7 +107,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	client, srv := stk.Client, stk.Server
 	if apiLn != nil {
-		if err := firstKey(ctx, e, db.Exec); err != nil {
+		if err := firstKey(ctx, e, db.Server); err != nil {
 			return err
 		}
 		servers = append(servers, served{httpServer(srv.Handler(), errorLog), apiLn})
@@ -199,7 +199,7 @@ func httpServer(h http.Handler, errorLog *log.Logger) *http.Server {
 
 // firstKey creates an admin key on the first start (when there is none) and
 // prints it once, to stdout, never to the log.
-func firstKey(ctx context.Context, e *env, ex driver.Executor) error {
+func firstKey(ctx context.Context, e *env, ex serverstore.Executor) error {
 	keys, err := ex.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("read API keys: %w", err)
@@ -217,12 +217,12 @@ func firstKey(ctx context.Context, e *env, ex driver.Executor) error {
 	return nil
 }
 
-func createKey(ctx context.Context, ex driver.Executor, name string, scopes []string) (apikey.Key, error) {
+func createKey(ctx context.Context, ex serverstore.Executor, name string, scopes []string) (apikey.Key, error) {
 	k, err := apikey.New()
 	if err != nil {
 		return "", err
 	}
-	if err := ex.APIKeyInsert(ctx, &driver.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
+	if err := ex.APIKeyInsert(ctx, &serverstore.APIKey{ID: k.ID(), Name: name, Hash: k.Hash(), Scopes: scopes}); err != nil {
 		return "", fmt.Errorf("store API key: %w", err)
 	}
 	return k, nil

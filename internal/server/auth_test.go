@@ -47,7 +47,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 		fill := strings.NewReplacer("{id}", itoa(sent.ID), "{recipient}", "u_1", "{session}", "s_1")
 
 		revoked := e.key(apikey.ScopeAdmin)
-		if ok, err := e.ex.APIKeyRevoke(t.Context(), apikey.Key(revoked).ID(), nil); err != nil || !ok {
+		if ok, err := e.store.APIKeyRevoke(t.Context(), apikey.Key(revoked).ID(), nil); err != nil || !ok {
 			t.Fatalf("APIKeyRevoke: %v %v", ok, err)
 		}
 		unknown, err := apikey.New()

@@ -25,6 +25,7 @@ import (
 	"github.com/oncepush/oncepush/api"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/openapitest"
@@ -60,6 +61,7 @@ var tables = []string{
 // envOptions adjust a test's server.
 type envOptions struct {
 	unmigrated bool                   // leave the database unmigrated (and keyless)
+	engineOnly bool                   // migrate the engine's schema only (keyless)
 	maxBody    int64                  // server.Options.MaxBodyBytes
 	config     func(*oncepush.Config) // adjusts the client's configuration
 	// sqliteBusyTimeout replaces the SQLite driver's busy timeout.
@@ -83,7 +85,8 @@ type env struct {
 	apns  *pushtest.Provider
 	web   *pushtest.Provider
 	rus   *pushtest.Provider
-	ex    driver.Executor
+	// store runs the server's own statements (keys, preferences).
+	store serverstore.Executor
 	// opsURL serves the server's OperationsHandler (/metrics, /healthz,
 	// /readyz), as a listener of its own would.
 	opsURL string
@@ -157,7 +160,7 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 		e.dbWords = []string{filepath.Base(filepath.Dir(path)), "oncepush.db"}
 		e.count = countWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
 		e.text = textWith(t, func(q string) *sql.Row { return drv.DB().QueryRowContext(context.Background(), q) })
-		build(e, drv, o)
+		build(e, drv, drv.ServerStore(), o)
 	case "postgres":
 		out := outagePool(t, testdb.Schema(t))
 		pool := out.pool
@@ -167,7 +170,8 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 		e.dbWords = []string{cc.User, cc.Database, cc.Host, strconv.Itoa(int(cc.Port)), cc.RuntimeParams["search_path"]}
 		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
 		e.text = textWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
-		build(e, postgres.New(pool), o)
+		drv := postgres.New(pool)
+		build(e, drv, drv.ServerStore(), o)
 	default:
 		t.Fatalf("unknown database %q", db)
 	}
@@ -199,24 +203,30 @@ func textWith[R interface{ Scan(...any) error }](t *testing.T, query func(string
 	}
 }
 
-// build wires the client, the server and the HTTP client on the driver.
-func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
+// build wires the client, the server and the HTTP client on the driver and
+// the server's store.
+func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx], o envOptions) {
 	t := e.t
 	t.Helper()
 	if !o.unmigrated {
 		if _, err := drv.Migrate(t.Context()); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
+		if !o.engineOnly {
+			if _, err := store.Migrate(t.Context()); err != nil {
+				t.Fatalf("migrate the server's schema: %v", err)
+			}
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := server.NewMetrics()
 	cfg := &oncepush.Config{
-		Providers:   []oncepush.Provider{e.fcm, e.apns, e.web, e.rus},
-		Eligibility: server.PreferenceEligibility(drv),
-		Observer:    metrics,
-		Clock:       e.clock,
-		Logger:      log,
+		Providers: []oncepush.Provider{e.fcm, e.apns, e.web, e.rus},
+		Observer:  metrics,
+		Clock:     e.clock,
+		Logger:    log,
 	}
+	server.Configure(cfg, store)
 	if o.config != nil {
 		o.config(cfg)
 	}
@@ -225,7 +235,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 		t.Fatalf("NewClient: %v", err)
 	}
 	srv, err := server.New(server.Options[TTx]{
-		Client: client, Driver: drv, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
+		Client: client, Store: store, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
 		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax,
 	})
 	if err != nil {
@@ -249,7 +259,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 	}
 	e.url = ts.URL
 	e.http = &http.Client{Transport: &leakCheck{e: e, next: s.Transport(t, ts.Client().Transport)}}
-	e.ex = drv.Exec()
+	e.store = store.Exec()
 	e.drain = func() {
 		t.Helper()
 		if _, err := client.Drain(context.WithoutCancel(t.Context())); err != nil {
@@ -264,7 +274,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], o envOptions) {
 		}
 		return st
 	}
-	if !o.unmigrated {
+	if !o.unmigrated && !o.engineOnly {
 		e.admin = e.key(apikey.ScopeAdmin)
 	}
 }
@@ -276,7 +286,7 @@ func (e *env) key(scopes ...string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.ex.APIKeyInsert(e.t.Context(), &driver.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
+	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
 		e.t.Fatalf("APIKeyInsert: %v", err)
 	}
 	e.secret(string(k))

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 )
 
 // KeyCacheTTLDefault is how long a looked-up API key is trusted without
@@ -23,11 +23,11 @@ type keyCache struct {
 }
 
 type cachedKey struct {
-	row *driver.APIKey // nil: no such key
+	row *serverstore.APIKey // nil: no such key
 	at  time.Time
 }
 
-func (c *keyCache) get(hash []byte) (*driver.APIKey, bool) {
+func (c *keyCache) get(hash []byte) (*serverstore.APIKey, bool) {
 	if c.ttl <= 0 {
 		return nil, false
 	}
@@ -40,7 +40,7 @@ func (c *keyCache) get(hash []byte) (*driver.APIKey, bool) {
 	return e.row, true
 }
 
-func (c *keyCache) put(hash []byte, row *driver.APIKey) {
+func (c *keyCache) put(hash []byte, row *serverstore.APIKey) {
 	if c.ttl <= 0 {
 		return
 	}

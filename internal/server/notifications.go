@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
 )
 
 // notificationRequest is the body of POST /v1/notifications.
@@ -164,10 +163,9 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	ex := s.drv.Exec()
-	m, err := ex.MessageGet(r.Context(), id)
+	m, err := s.client.Message(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
+		if errors.Is(err, oncepush.ErrNotFound) {
 			return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
 		}
 		return err
@@ -176,13 +174,13 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	amb, err := ex.DeviceAttemptAmbiguousCount(r.Context(), id)
+	amb, err := s.client.AmbiguousAttempts(r.Context(), id)
 	if err != nil {
 		return err
 	}
 	v := notificationView{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Link: m.Link, Image: m.Image, Category: m.Category,
-		Ambiguity: m.Ambiguity, ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+		Ambiguity: string(m.Ambiguity), ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
 		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
 	}
 	if len(m.Data) > 0 {
@@ -270,7 +268,7 @@ func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
-	if _, err := s.drv.Exec().MessageGet(r.Context(), id); errors.Is(err, driver.ErrNotFound) {
+	if _, err := s.client.Message(r.Context(), id); errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
 	} else if err != nil {
 		return err

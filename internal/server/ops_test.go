@@ -42,6 +42,21 @@ func TestNotReadyBeforeMigration(t *testing.T) {
 	})
 }
 
+// The server's own schema is migrated apart from the engine's: a database
+// with the engine's tables alone is not ready either.
+func TestNotReadyBeforeServerMigration(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{engineOnly: true}, func(t *testing.T, e *env) {
+		p := e.do("GET", "/readyz", "", nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		if !strings.Contains(p.Detail, "not migrated") {
+			t.Errorf("/readyz detail %q, want it to say the database is not migrated", p.Detail)
+		}
+		k, _ := apikey.New()
+		e.secret(string(k))
+		e.do("GET", "/v1/recipients/u_1/devices", string(k), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+	})
+}
+
 func TestDatabaseUnreachable(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 )
 
 // quietHours is a daily window in the recipient's time zone.
@@ -98,7 +98,7 @@ func loadZone(name string) (*time.Location, error) {
 	return l, nil
 }
 
-func viewPreferences(p *driver.Preference) preferencesBody {
+func viewPreferences(p *serverstore.Preference) preferencesBody {
 	v := preferencesBody{OptOut: []string{}}
 	if p == nil {
 		return v
@@ -117,8 +117,8 @@ func (s *Server[TTx]) getPreferences(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	p, err := s.drv.Exec().PreferenceGet(r.Context(), recipient)
-	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+	p, err := s.store.Exec().PreferenceGet(r.Context(), recipient)
+	if err != nil && !errors.Is(err, oncepush.ErrNotFound) {
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewPreferences(p))
@@ -137,26 +137,51 @@ func (s *Server[TTx]) putPreferences(w http.ResponseWriter, r *http.Request) err
 	if err := body.check(); err != nil {
 		return err
 	}
-	p := &driver.Preference{Recipient: recipient, OptOut: slices.Compact(slices.Sorted(slices.Values(body.OptOut)))}
+	p := &serverstore.Preference{Recipient: recipient, OptOut: slices.Compact(slices.Sorted(slices.Values(body.OptOut)))}
 	if q := body.QuietHours; q != nil {
 		p.QuietStart, p.QuietEnd, p.TimeZone = q.Start, q.End, q.TimeZone
 	}
-	if err := s.drv.Exec().PreferencePut(r.Context(), p, nil); err != nil {
+	if err := s.store.Exec().PreferencePut(r.Context(), p, nil); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewPreferences(p))
 	return nil
 }
 
+// Configure gives cfg the server's part in the engine: the eligibility rule
+// that reads preferences, and the deletion of a recipient's preferences with
+// the recipient. Every client a server runs on is configured with it, on the
+// server's Store.
+func Configure[TTx any](cfg *oncepush.Config, store serverstore.Store[TTx]) {
+	cfg.Eligibility = PreferenceEligibility(store)
+	cfg.RecipientDeleters = append(cfg.RecipientDeleters, PreferenceDeleter(store))
+}
+
+// PreferenceDeleter deletes a recipient's preferences as the server's part of
+// Client.DeleteRecipient, on the deletion's transaction.
+func PreferenceDeleter[TTx any](store serverstore.Store[TTx]) oncepush.RecipientDeleter {
+	return func(ctx context.Context, recipient string) error {
+		tx, ok := oncepush.RecipientDeleteTx[TTx](ctx)
+		if !ok {
+			return errors.New("delete preferences: called outside DeleteRecipient's transaction")
+		}
+		if _, err := store.UnwrapExecutor(tx).PreferenceDeleteByRecipient(ctx, recipient); err != nil {
+			return fmt.Errorf("delete preferences: %w", err)
+		}
+		return nil
+	}
+}
+
 // PreferenceEligibility is the server's eligibility rule: it reads the due
-// recipients' preferences with one query on the claim transaction. A recipient
+// recipients' preferences with one query on the claim transaction, through the
+// server's store (never a second connection: a pool of one still works). A recipient
 // who opted out of the message's category is skipped; one inside quiet hours —
 // in their own time zone, at the claim's now — is delayed to the window's end.
-func PreferenceEligibility[TTx any](drv driver.Driver[TTx]) oncepush.Eligibility {
+func PreferenceEligibility[TTx any](store serverstore.Store[TTx]) oncepush.Eligibility {
 	return func(ctx context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
-		ex := drv.Exec()
+		ex := store.Exec()
 		if tx, ok := oncepush.ClaimTx[TTx](ctx); ok {
-			ex = drv.UnwrapExecutor(tx)
+			ex = store.UnwrapExecutor(tx)
 		}
 		prefs, err := ex.PreferenceGetMany(ctx, recipients)
 		if err != nil {
@@ -177,7 +202,7 @@ func PreferenceEligibility[TTx any](drv driver.Driver[TTx]) oncepush.Eligibility
 }
 
 // quietUntil reports whether now falls in p's quiet hours, and when they end.
-func quietUntil(p *driver.Preference, now time.Time) (time.Time, bool) {
+func quietUntil(p *serverstore.Preference, now time.Time) (time.Time, bool) {
 	if p.QuietStart == "" {
 		return time.Time{}, false
 	}

@@ -4,17 +4,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 )
 
 func TestQuietUntil(t *testing.T) {
 	t.Parallel()
 	zurich, _ := time.LoadLocation("Europe/Zurich")
-	night := &driver.Preference{QuietStart: "22:00", QuietEnd: "07:00", TimeZone: "Europe/Zurich"}
-	lunch := &driver.Preference{QuietStart: "12:00", QuietEnd: "13:30", TimeZone: "Europe/Zurich"}
+	night := &serverstore.Preference{QuietStart: "22:00", QuietEnd: "07:00", TimeZone: "Europe/Zurich"}
+	lunch := &serverstore.Preference{QuietStart: "12:00", QuietEnd: "13:30", TimeZone: "Europe/Zurich"}
 	at := func(d, h, m int) time.Time { return time.Date(2026, 3, d, h, m, 0, 0, zurich) }
 	for _, tc := range []struct {
-		p     *driver.Preference
+		p     *serverstore.Preference
 		now   time.Time
 		quiet bool
 		until time.Time

@@ -19,7 +19,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/api"
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 )
 
@@ -28,11 +28,13 @@ const MaxBodyBytesDefault = 2 << 20
 
 // Options configure a Server.
 type Options[TTx any] struct {
-	// Client is the engine; the server sends, registers and reads through it.
+	// Client is the engine; the server sends, registers and reads the
+	// ledger through it, never through the client's driver.
 	Client *oncepush.Client[TTx]
-	// Driver is the client's driver (for the server's own state: keys,
-	// preferences, idempotency records).
-	Driver driver.Driver[TTx]
+	// Store holds the server's own state (API keys, preferences), on the
+	// client's database: serverstore.Driver.ServerStore. The client must
+	// have been configured with Configure on the same store.
+	Store serverstore.Store[TTx]
 	// Metrics, when set, is served at /metrics and counts HTTP requests. Its
 	// backlog gauges are as fresh as WatchBacklog (or RefreshBacklog) keeps
 	// them.
@@ -59,7 +61,7 @@ type Options[TTx any] struct {
 type Server[TTx any] struct {
 	core
 	client *oncepush.Client[TTx]
-	drv    driver.Driver[TTx]
+	store  serverstore.Store[TTx]
 	mux    *http.ServeMux
 	keys   keyCache
 	// served is the route table the mux was built from.
@@ -103,10 +105,10 @@ func netDown(err error) bool {
 
 // New returns a server; Handler serves it.
 func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
-	if o.Client == nil || o.Driver == nil {
-		return nil, errors.New("server: Options.Client and Options.Driver are required")
+	if o.Client == nil || o.Store == nil {
+		return nil, errors.New("server: Options.Client and Options.Store are required")
 	}
-	s := &Server[TTx]{client: o.Client, drv: o.Driver, mux: http.NewServeMux()}
+	s := &Server[TTx]{client: o.Client, store: o.Store, mux: http.NewServeMux()}
 	s.log = o.Logger
 	if s.log == nil {
 		s.log = slog.Default()
@@ -120,7 +122,7 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 	s.separate = o.SeparateMetrics
 	s.backlogMax = cmp.Or(o.BacklogCountMax, BacklogCountMaxDefault)
 	s.down = netDown
-	if u, ok := any(o.Driver).(unavailability); ok {
+	if u, ok := any(o.Client.Driver()).(unavailability); ok {
 		s.down = u.Unavailable
 	}
 	s.keys.ttl = o.KeyCacheTTL
@@ -310,9 +312,9 @@ func (s *Server[TTx]) authorize(r *http.Request, scope string) (string, error) {
 	}
 	row, cached := s.keys.get(key.Hash())
 	if !cached {
-		row, err = s.drv.Exec().APIKeyGetByHash(r.Context(), key.Hash())
+		row, err = s.store.Exec().APIKeyGetByHash(r.Context(), key.Hash())
 		switch {
-		case errors.Is(err, driver.ErrNotFound):
+		case errors.Is(err, oncepush.ErrNotFound):
 			row = nil
 		case err != nil:
 			return key.ID(), unavailable(err)
@@ -342,14 +344,15 @@ func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readyz: the database answers and is migrated to exactly this build's schema.
+// readyz: the database answers and is migrated to exactly this build's
+// schemas, the engine's and the server's.
 // It needs no key, so its answer says which of those failed and nothing of
 // the database's own error text (user, database, address); that goes to the
 // log.
 func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	if err := s.client.CheckSchema(ctx); err != nil {
+	if err := s.checkSchema(ctx); err != nil {
 		detail := "the database cannot be reached"
 		switch {
 		case errors.Is(err, oncepush.ErrSchemaNotCurrent):
@@ -365,23 +368,40 @@ func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// checkSchema is Client.CheckSchema for the engine's migrations, then the
+// same for the server's own: both must be this build's.
+func (s *Server[TTx]) checkSchema(ctx context.Context) error {
+	if err := s.client.CheckSchema(ctx); err != nil {
+		return err
+	}
+	cur, latest, err := s.store.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		return err
+	case cur > latest:
+		return fmt.Errorf("%w: server schema at version %d, this build knows %d", oncepush.ErrSchemaTooNew, cur, latest)
+	case cur < latest:
+		return fmt.Errorf("%w: server schema at version %d, this build needs %d", oncepush.ErrSchemaNotCurrent, cur, latest)
+	}
+	return nil
+}
+
 // RefreshBacklog reads the due backlog once — the count capped at
 // BacklogCountMax, and the oldest due delivery's age — into the metrics.
 func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
 	if s.metrics == nil {
 		return nil
 	}
-	at, now := time.Now(), (*time.Time)(nil) // nil: the database's clock
+	at := time.Now() // when it was read; the count itself is on the client's clock
 	if c := s.client.Config().Clock; c != nil {
 		at = c.Now()
-		now = &at
 	}
-	n, age, err := s.drv.Exec().DeliveryDueStats(ctx, now, s.backlogMax)
+	b, err := s.client.Backlog(ctx, s.backlogMax)
 	if err != nil {
 		s.metrics.readFail.Inc()
 		return fmt.Errorf("read the due backlog: %w", err)
 	}
-	s.metrics.setBacklog(n, s.backlogMax, age, at)
+	s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
 	return nil
 }
 

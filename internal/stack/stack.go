@@ -9,6 +9,7 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
@@ -28,12 +30,16 @@ import (
 type Storage struct {
 	// Name is the driver's name: "postgres" or "sqlite".
 	Name string
-	// Exec runs the driver's operations outside a transaction.
+	// Exec runs the engine's storage operations outside a transaction.
 	Exec driver.Executor
+	// Server runs the server's own (API keys, preferences) outside a
+	// transaction.
+	Server serverstore.Executor
 
-	migrate  func(context.Context) (*driver.MigrateResult, error)
-	assemble func(*oncepush.Config, *ServerOptions) (*Stack, error)
-	close    func()
+	migrate       func(context.Context) (*driver.MigrateResult, error)
+	migrateServer func(context.Context) (*driver.MigrateResult, error)
+	assemble      func(*oncepush.Config, *ServerOptions) (*Stack, error)
+	close         func()
 }
 
 // Stack is the engine, and the HTTP server when one was asked for, on a
@@ -63,7 +69,7 @@ type HTTPServer interface {
 }
 
 // ServerOptions are server.Options without what Assemble supplies itself
-// (the client and the driver).
+// (the client and the server's store).
 type ServerOptions struct {
 	Metrics         *server.Metrics
 	SeparateMetrics bool
@@ -123,12 +129,15 @@ func databaseErr(problem string) error { return &config.Error{Setting: "--databa
 
 // on erases drv's transaction type: every operation a command needs is a
 // closure over the typed driver.
-func on[TTx any](drv driver.Driver[TTx], close func()) *Storage {
+func on[TTx any](drv serverstore.Driver[TTx], close func()) *Storage {
+	store := drv.ServerStore()
 	return &Storage{
-		Name:    drv.Name(),
-		Exec:    drv.Exec(),
-		migrate: drv.Migrate,
-		close:   close,
+		Name:          drv.Name(),
+		Exec:          drv.Exec(),
+		Server:        store.Exec(),
+		migrate:       drv.Migrate,
+		migrateServer: store.Migrate,
+		close:         close,
 		assemble: func(cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
 			return assemble(drv, cfg, so)
 		},
@@ -138,21 +147,30 @@ func on[TTx any](drv driver.Driver[TTx], close func()) *Storage {
 // Close closes what Open opened.
 func (s *Storage) Close() { s.close() }
 
-// Migrate applies the driver's migrations.
-func (s *Storage) Migrate(ctx context.Context) (*driver.MigrateResult, error) { return s.migrate(ctx) }
+// Migrate applies the engine's migrations and then the server's, which are
+// numbered apart (driver/serverstore), and returns what each applied.
+func (s *Storage) Migrate(ctx context.Context) (engine, srv *driver.MigrateResult, err error) {
+	if engine, err = s.migrate(ctx); err != nil {
+		return nil, nil, fmt.Errorf("migrate %s: %w", s.Name, err)
+	}
+	if srv, err = s.migrateServer(ctx); err != nil {
+		return nil, nil, fmt.Errorf("migrate %s (server): %w", s.Name, err)
+	}
+	return engine, srv, nil
+}
 
-// Assemble builds the engine on the storage with cfg, reading recipients'
-// preferences as its eligibility rule unless cfg has one, and the HTTP server
-// when so is not nil. cfg's errors are the library's, naming its field.
+// Assemble builds the engine on the storage with cfg, configured for the
+// server's state (server.Configure: preferences as the eligibility rule, and
+// deleted with their recipient), and the HTTP server when so is not nil.
+// cfg's errors are the library's, naming its field.
 func (s *Storage) Assemble(cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
 	return s.assemble(cfg, so)
 }
 
-func assemble[TTx any](drv driver.Driver[TTx], cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
+func assemble[TTx any](drv serverstore.Driver[TTx], cfg *oncepush.Config, so *ServerOptions) (*Stack, error) {
 	c := *cfg
-	if c.Eligibility == nil {
-		c.Eligibility = server.PreferenceEligibility(drv)
-	}
+	store := drv.ServerStore()
+	server.Configure(&c, store)
 	client, err := oncepush.NewClient(drv, &c)
 	if err != nil {
 		return nil, err
@@ -162,7 +180,7 @@ func assemble[TTx any](drv driver.Driver[TTx], cfg *oncepush.Config, so *ServerO
 		return st, nil
 	}
 	srv, err := server.New(server.Options[TTx]{
-		Client: client, Driver: drv, Metrics: so.Metrics, Logger: c.Logger,
+		Client: client, Store: store, Metrics: so.Metrics, Logger: c.Logger,
 		MaxBodyBytes: so.MaxBodyBytes, Version: so.Version, SeparateMetrics: so.SeparateMetrics,
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
@@ -93,7 +93,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer db.Close()
-	if _, err := db.Migrate(ctx); err != nil {
+	if _, _, err := db.Migrate(ctx); err != nil {
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -117,7 +117,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Exec.APIKeyInsert(ctx, &driver.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
+	if err := db.Server.APIKeyInsert(ctx, &serverstore.APIKey{ID: key.ID(), Name: "loadgen", Hash: key.Hash(), Scopes: []string{apikey.ScopeAdmin}}); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
