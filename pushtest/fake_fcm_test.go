@@ -243,15 +243,9 @@ func TestFakeRunsOnItsClock(t *testing.T) {
 	}
 	send := func() int {
 		t.Helper()
-		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/proj-a/messages:send",
-			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
-		req.Header.Set("Authorization", "Bearer "+access)
-		resp, err := fake.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`)
+		return status
 	}
 	clock.Advance(59 * time.Minute)
 	if status := send(); status != http.StatusOK {

@@ -65,13 +65,7 @@ func setupWith(t *testing.T, fake *pushtest.FakeServer, opts ...func(*apns.Confi
 		Clock:     b.clock,
 		Logger:    b.logs.Logger(),
 	}
-	for _, o := range opts {
-		o(&b.cfg)
-	}
-	p, err := apns.New(b.cfg)
-	if err != nil {
-		t.Fatalf("apns.New: %v", err)
-	}
+	p := providertest.Build(t, apns.New, &b.cfg, opts...)
 	t.Cleanup(func() { p.Close() })
 	return p, b
 }

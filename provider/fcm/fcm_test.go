@@ -64,14 +64,7 @@ func setupWith(t *testing.T, fake *pushtest.FakeServer, clock *pushtest.Clock, e
 		Clock:              b.clock,
 		Logger:             b.logs.Logger(),
 	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	p, err := fcm.New(cfg)
-	if err != nil {
-		t.Fatalf("fcm.New: %v", err)
-	}
-	return p, b
+	return providertest.Build(t, fcm.New, &cfg, edit), b
 }
 
 // submission is a typical notification for the device token.

@@ -38,14 +38,7 @@ func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*rustore.Config)
 		Clock:        b.clock,
 		Logger:       b.logs.Logger(),
 	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	p, err := rustore.New(cfg)
-	if err != nil {
-		t.Fatalf("rustore.New: %v", err)
-	}
-	return p, b
+	return providertest.Build(t, rustore.New, &cfg, edit), b
 }
 
 func submission(token string, clock *pushtest.Clock) *oncepush.Submission {

@@ -52,14 +52,7 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 		Clock:           b.clock,
 		Logger:          slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	if mutate != nil {
-		mutate(&b.cfg)
-	}
-	p, err := webpush.New(b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, b
+	return providertest.Build(t, webpush.New, &b.cfg, mutate), b
 }
 
 // submission is a notification for the subscription token.

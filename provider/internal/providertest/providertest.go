@@ -132,3 +132,20 @@ func ClosedAddr(t testing.TB) string {
 	l.Close()
 	return addr
 }
+
+// Build applies the edits to *cfg, then makes the provider from it with
+// newProvider (the package's New), failing t if it refuses the
+// configuration. A nil edit is skipped.
+func Build[C, P any](t testing.TB, newProvider func(C) (P, error), cfg *C, edits ...func(*C)) P {
+	t.Helper()
+	for _, edit := range edits {
+		if edit != nil {
+			edit(cfg)
+		}
+	}
+	p, err := newProvider(*cfg)
+	if err != nil {
+		t.Fatalf("New refused the test configuration: %v", err)
+	}
+	return p
+}
