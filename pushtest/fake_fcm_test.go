@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -161,18 +160,8 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	}
 	send := func(project, bearer string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/"+project+"/messages:send",
-			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"android":{"collapse_key":"c1","ttl":"60s"}}}`))
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := fake.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postBearer(t, fake, "/fcm/v1/projects/"+project+"/messages:send", bearer,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"android":{"collapse_key":"c1","ttl":"60s"}}}`)
 	}
 
 	if status, body := send("proj-a", ""); status != http.StatusUnauthorized || !strings.Contains(body, "UNAUTHENTICATED") {
@@ -223,16 +212,9 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 		"http link":       `{"message":{"token":"d","webpush":{"fcm_options":{"link":"http://x.example/"}}}}`,
 		"data not string": `{"message":{"token":"d","data":{"n":1}}}`,
 	} {
-		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/proj-a/messages:send", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+access)
-		resp, err := fake.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "INVALID_ARGUMENT") {
-			t.Errorf("%s: %d %s, want 400 INVALID_ARGUMENT", name, resp.StatusCode, b)
+		status, b := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access, body)
+		if status != http.StatusBadRequest || !strings.Contains(b, "INVALID_ARGUMENT") {
+			t.Errorf("%s: %d %s, want 400 INVALID_ARGUMENT", name, status, b)
 		}
 	}
 	if n := fake.Count(); n != 0 {
@@ -261,15 +243,9 @@ func TestFakeRunsOnItsClock(t *testing.T) {
 	}
 	send := func() int {
 		t.Helper()
-		req, _ := http.NewRequest("POST", fake.URL+"/fcm/v1/projects/proj-a/messages:send",
-			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
-		req.Header.Set("Authorization", "Bearer "+access)
-		resp, err := fake.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`)
+		return status
 	}
 	clock.Advance(59 * time.Minute)
 	if status := send(); status != http.StatusOK {

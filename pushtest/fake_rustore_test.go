@@ -1,7 +1,6 @@
 package pushtest_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,16 +14,8 @@ func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
 	fake := pushtest.NewFakeServer(t)
 	send := func(bearer string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", fake.URL+"/rustore/v1/projects/p1/messages:send",
-			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"notification":{"title":"T"}}}`))
-		req.Header.Set("Authorization", "Bearer "+bearer)
-		resp, err := fake.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postBearer(t, fake, "/rustore/v1/projects/p1/messages:send", bearer,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"},"notification":{"title":"T"}}}`)
 	}
 	if status, body := send("not-the-token"); status != http.StatusUnauthorized || !strings.Contains(body, "UNAUTHENTICATED") {
 		t.Errorf("wrong service token: %d %s, want 401", status, body)

@@ -13,6 +13,26 @@ import (
 	"github.com/oncepush/oncepush/pushtest"
 )
 
+// postBearer posts a JSON body to the fake at path, with bearer as the
+// Authorization ("" sends none), and returns the answer's status and body.
+func postBearer(t *testing.T, fake *pushtest.FakeServer, path, bearer, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, fake.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := fake.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // rustorePost sends one RuStore message for token to the fake; the fake's
 // RuStore needs no OAuth exchange.
 func rustorePost(ctx context.Context, fake *pushtest.FakeServer, token string) (int, error) {

@@ -627,20 +627,7 @@ func noEnv(string) string { return "" }
 // not on the API's address; the backlog gauges are read before the first
 // scrape, by the process, not by the scrape.
 func testMetricsListener(t *testing.T, bin string) {
-	cfg := filepath.Join(t.TempDir(), "oncepush.json")
-	writeJSON(t, cfg, config.File{})
-	api := startServe(t, bin, filepath.Join(t.TempDir(), "oncepush.db"), cfg, true, "--metrics-listen", "127.0.0.1:0")
-	addr := api.proc.waitFor(api.proc.stderr, "the metrics address", func(s string) (string, bool) {
-		for _, line := range strings.Split(s, "\n") {
-			var l struct {
-				MetricsListen string `json:"metrics_listen"`
-			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.MetricsListen != "" {
-				return l.MetricsListen, true
-			}
-		}
-		return "", false
-	})
+	api, addr := startServeWithMetrics(t, bin)
 	if status, _ := api.call("", http.MethodGet, "/metrics", nil); status != http.StatusNotFound {
 		t.Errorf("/metrics on the API's address: %d, want 404", status)
 	}

@@ -220,6 +220,28 @@ func startServe(t *testing.T, bin, db, cfg string, firstStart bool, args ...stri
 	return s
 }
 
+// startServeWithMetrics is startServe, for the first time, on an empty
+// configuration and with --metrics-listen on a port of its choosing; it
+// returns the server and the metrics address it reports in its log.
+func startServeWithMetrics(t *testing.T, bin string) (*apiServer, string) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "oncepush.json")
+	writeJSON(t, cfg, config.File{})
+	api := startServe(t, bin, filepath.Join(t.TempDir(), "oncepush.db"), cfg, true, "--metrics-listen", "127.0.0.1:0")
+	addr := api.proc.waitFor(api.proc.stderr, "the metrics address", func(s string) (string, bool) {
+		for _, line := range strings.Split(s, "\n") {
+			var l struct {
+				MetricsListen string `json:"metrics_listen"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.MetricsListen != "" {
+				return l.MetricsListen, true
+			}
+		}
+		return "", false
+	})
+	return api, addr
+}
+
 // call makes an API request with key and returns the status and body.
 func (s *apiServer) call(key, method, path string, body any) (int, []byte) {
 	s.t.Helper()

@@ -372,20 +372,7 @@ func checkEscapes(t *testing.T, where, log string) {
 // API listener and the metrics listener alike, and a header block over the
 // limit is refused.
 func testSlowClients(t *testing.T, bin string) {
-	cfg := filepath.Join(t.TempDir(), "oncepush.json")
-	writeJSON(t, cfg, config.File{})
-	api := startServe(t, bin, filepath.Join(t.TempDir(), "oncepush.db"), cfg, true, "--metrics-listen", "127.0.0.1:0")
-	ops := api.proc.waitFor(api.proc.stderr, "the metrics address", func(s string) (string, bool) {
-		for _, line := range strings.Split(s, "\n") {
-			var l struct {
-				MetricsListen string `json:"metrics_listen"`
-			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.MetricsListen != "" {
-				return l.MetricsListen, true
-			}
-		}
-		return "", false
-	})
+	api, ops := startServeWithMetrics(t, bin)
 	const headerTimeout = 5 * time.Second // internal/cli's readHeaderTimeout
 	for name, addr := range map[string]string{"api": strings.TrimPrefix(api.url, "http://"), "metrics": ops} {
 		t.Run(name, func(t *testing.T) {

@@ -72,6 +72,31 @@ func (e *env) register(recipient string, tr oncepush.Transport, n int) *oncepush
 	return d
 }
 
+// registerMany registers n recipients ("r0", "r1", …), each with one device
+// of tr numbered from first, and returns their names.
+func (e *env) registerMany(n int, tr oncepush.Transport, first int) []string {
+	e.t.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("r%d", i)
+		e.register(names[i], tr, first+i)
+	}
+	return names
+}
+
+// sendAndDrain sends msg to the recipients and delivers until nothing is due.
+func (e *env) sendAndDrain(recipients []string, msg oncepush.Message) oncepush.RunStats {
+	e.t.Helper()
+	if _, err := e.client.Send(e.ctx, recipients, msg, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := e.client.Drain(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
 func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
@@ -156,12 +181,7 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 	}
 	e.register("kept", oncepush.TransportFCM, 200)
 	e.fake.Program(oncepush.TransportFCM, "fcm-device-token-000200", pushtest.FakeAnswer{})
-	if _, err := e.client.Send(e.ctx, []string{"gone", "kept"}, oncepush.Message{Title: "bye"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.client.Drain(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.sendAndDrain([]string{"gone", "kept"}, oncepush.Message{Title: "bye"})
 	if devs, _ := e.client.Devices(e.ctx, "gone"); len(devs) != 0 {
 		t.Fatalf("dead devices kept: %+v", devs)
 	}
@@ -185,22 +205,12 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 func TestProviderWide429SlowsLaterSends(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
-	var names []string
-	for i := range 5 {
-		names = append(names, fmt.Sprintf("r%d", i))
-		e.register(names[i], oncepush.TransportFCM, 300+i)
-	}
+	names := e.registerMany(5, oncepush.TransportFCM, 300)
 	e.register("apple", oncepush.TransportAPNs, 400)
 	quota := pushtest.FCMProjectQuotaExceeded()
 	quota.Header = http.Header{"Retry-After": {"120"}}
 	e.fake.Program(oncepush.TransportFCM, "", quota)
-	if _, err := e.client.Send(e.ctx, append(names, "apple"), oncepush.Message{Title: "quota"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.client.Drain(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := e.sendAndDrain(append(names, "apple"), oncepush.Message{Title: "quota"})
 	if n := len(e.fake.RequestsFor(oncepush.TransportFCM)); n != 1 {
 		t.Fatalf("%d FCM requests after a project-wide 429, want 1", n)
 	}
@@ -224,21 +234,11 @@ func TestProviderWide429SlowsLaterSends(t *testing.T) {
 func TestDeviceRate429HoldsOnlyThatDevice(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *oncepush.Config) { c.ConcurrentSends = 1 })
-	var names []string
-	for i := range 5 {
-		names = append(names, fmt.Sprintf("r%d", i))
-		e.register(names[i], oncepush.TransportFCM, 500+i)
-	}
+	names := e.registerMany(5, oncepush.TransportFCM, 500)
 	busy := pushtest.FCMDeviceRateExceeded()
 	busy.Header = http.Header{"Retry-After": {"1"}}
 	e.fake.Program(oncepush.TransportFCM, string(e.token(oncepush.TransportFCM, 500)), busy)
-	if _, err := e.client.Send(e.ctx, names, oncepush.Message{Title: "rate"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.client.Drain(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := e.sendAndDrain(names, oncepush.Message{Title: "rate"})
 	if n := len(e.fake.RequestsFor(oncepush.TransportFCM)); n != 5 {
 		t.Fatalf("%d FCM requests, want 5: one device's rate limit held the others", n)
 	}

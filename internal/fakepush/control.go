@@ -303,13 +303,8 @@ func (s *Server) controlReceived(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) controlMix(w http.ResponseWriter, r *http.Request) {
 	var m ControlMix
-	if err := controlDecode(w, r, &m); err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	tr, err := s.controlTransport("transport", m.Transport)
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
+	tr, ok := s.controlDecodeFor(w, r, &m)
+	if !ok {
 		return
 	}
 	choices := make([]Choice, 0, len(m.Choices))
@@ -334,13 +329,8 @@ func (s *Server) controlMix(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) controlProgram(w http.ResponseWriter, r *http.Request) {
 	var p ControlProgram
-	if err := controlDecode(w, r, &p); err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	tr, err := s.controlTransport("transport", p.Transport)
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
+	tr, ok := s.controlDecodeFor(w, r, &p)
+	if !ok {
 		return
 	}
 	answers := make([]Answer, 0, len(p.Answers))
@@ -358,13 +348,8 @@ func (s *Server) controlProgram(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) controlLatency(w http.ResponseWriter, r *http.Request) {
 	var l ControlLatency
-	if err := controlDecode(w, r, &l); err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	tr, err := s.controlTransport("transport", l.Transport)
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
+	tr, ok := s.controlDecodeFor(w, r, &l)
+	if !ok {
 		return
 	}
 	if l.LatencyMs < 0 {
@@ -381,6 +366,29 @@ func (s *Server) controlTransport(field string, t oncepush.Transport) (oncepush.
 		return "", fmt.Errorf("%s: %q is not one of %s", field, t, s.list)
 	}
 	return t, nil
+}
+
+// controlBody is a control request's body that names a transport.
+type controlBody interface{ transport() oncepush.Transport }
+
+func (m *ControlMix) transport() oncepush.Transport     { return m.Transport }
+func (p *ControlProgram) transport() oncepush.Transport { return p.Transport }
+func (l *ControlLatency) transport() oncepush.Transport { return l.Transport }
+
+// controlDecodeFor decodes a body that names a transport (controlDecode)
+// and checks that the fake speaks it. Not ok: the client has been answered
+// 400 naming what is wrong.
+func (s *Server) controlDecodeFor(w http.ResponseWriter, r *http.Request, v controlBody) (tr oncepush.Transport, ok bool) {
+	if err := controlDecode(w, r, v); err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	tr, err := s.controlTransport("transport", v.transport())
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return tr, true
 }
 
 // controlDecode reads one JSON value strictly: unknown fields and trailing

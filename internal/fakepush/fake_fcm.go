@@ -392,7 +392,9 @@ type fcmMessage struct {
 	FCMOptions json.RawMessage `json:"fcm_options"`
 }
 
-var fcmDuration = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,9})?s$`)
+// protoDuration is a google.protobuf.Duration in JSON ("3600s", "1.5s"),
+// the form of FCM's android.ttl and of RuStore's, which copies it.
+var protoDuration = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,9})?s$`)
 
 // send is POST /fcm/v1/projects/{project}/messages:send.
 func (f *fakeFCM) send(w http.ResponseWriter, r *http.Request) {
@@ -469,7 +471,7 @@ func checkFCMMessage(m *fcmMessage) (field, problem string) {
 		return "message", "Message is too big."
 	}
 	if a := m.Android; a != nil {
-		if a.TTL != "" && !fcmDuration.MatchString(a.TTL) {
+		if a.TTL != "" && !protoDuration.MatchString(a.TTL) {
 			return "message.android.ttl", fmt.Sprintf("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), Field 'ttl', Illegal duration format %q", a.TTL)
 		}
 		switch strings.ToUpper(a.Priority) {

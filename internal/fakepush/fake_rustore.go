@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/oncepush/oncepush"
@@ -71,8 +70,6 @@ type rustoreSendRequest struct {
 	} `json:"message"`
 }
 
-var rustoreDuration = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,9})?s$`)
-
 // send is POST /rustore/v1/projects/{project}/messages:send.
 func (f *fakeRuStore) send(w http.ResponseWriter, r *http.Request) {
 	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -100,7 +97,7 @@ func (f *fakeRuStore) send(w http.ResponseWriter, r *http.Request) {
 	case m.Token == "":
 		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "message.token is required")
 		return
-	case m.Android != nil && m.Android.TTL != "" && !rustoreDuration.MatchString(m.Android.TTL):
+	case m.Android != nil && m.Android.TTL != "" && !protoDuration.MatchString(m.Android.TTL):
 		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("invalid message.android.ttl %q", m.Android.TTL))
 		return
 	}

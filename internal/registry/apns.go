@@ -16,14 +16,9 @@ func apnsTransport() Transport {
 		NewSection: func() Section { return &APNs{} },
 		Fake: func(f *fakepush.Server, p *FakeParams) (Section, error) {
 			p8, keyID, teamID := f.APNsKey()
-			s := &APNs{KeyID: keyID, TeamID: teamID, Topic: p.Topic, Host: f.URL}
-			if p.Dir == "" {
-				s.key, s.tls = p8, p.tls
-				return s, nil
-			}
+			s := &APNs{KeyID: keyID, TeamID: teamID, Topic: p.Topic, Host: f.URL, CAFile: p.caFile, tls: p.tls}
 			var err error
-			s.KeyFile, err = p.file("apns-key.p8", p8)
-			s.CAFile = p.caFile
+			s.key, s.KeyFile, err = p.credential("apns-key.p8", p8)
 			return s, err
 		},
 	}
@@ -58,12 +53,8 @@ func (c *APNs) Provider(env Env) (oncepush.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := apns.New(apns.Config{Key: key, KeyID: c.KeyID, TeamID: c.TeamID, Topic: c.Topic, Environment: c.Environment,
-		Host: c.Host, PushType: c.PushType, TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger})
-	if err != nil {
-		return nil, err // a typed nil is no provider
-	}
-	return p, nil
+	return newProvider(apns.New(apns.Config{Key: key, KeyID: c.KeyID, TeamID: c.TeamID, Topic: c.Topic, Environment: c.Environment,
+		Host: c.Host, PushType: c.PushType, TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger}))
 }
 
 // LogValue implements slog.LogValuer.

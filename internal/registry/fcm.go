@@ -17,15 +17,9 @@ func fcmTransport() Transport {
 		Title:      "FCM",
 		NewSection: func() Section { return &FCM{} },
 		Fake: func(f *fakepush.Server, p *FakeParams) (Section, error) {
-			s := &FCM{BaseURL: f.URL + "/fcm", WebOrigin: p.WebOrigin}
-			sa := f.FCMServiceAccount(p.Project)
-			if p.Dir == "" {
-				s.serviceAccount, s.tls = sa, p.tls
-				return s, nil
-			}
+			s := &FCM{BaseURL: f.URL + "/fcm", WebOrigin: p.WebOrigin, CAFile: p.caFile, tls: p.tls}
 			var err error
-			s.ServiceAccountFile, err = p.file("fcm-service-account.json", sa)
-			s.CAFile = p.caFile
+			s.serviceAccount, s.ServiceAccountFile, err = p.credential("fcm-service-account.json", f.FCMServiceAccount(p.Project))
 			return s, err
 		},
 	}
@@ -66,12 +60,8 @@ func (c *FCM) Provider(env Env) (oncepush.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := fcm.New(fcm.Config{ServiceAccountJSON: sa, BaseURL: c.BaseURL, WebOrigin: c.WebOrigin,
-		TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger})
-	if err != nil {
-		return nil, err // a typed nil is no provider
-	}
-	return p, nil
+	return newProvider(fcm.New(fcm.Config{ServiceAccountJSON: sa, BaseURL: c.BaseURL, WebOrigin: c.WebOrigin,
+		TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger}))
 }
 
 // LogValue implements slog.LogValuer.

@@ -281,6 +281,16 @@ func (p *FakeParams) file(name string, b []byte) (string, error) {
 	return path, nil
 }
 
+// credential hands a fake credential to a section: in memory without Dir,
+// else written into Dir and named by its path.
+func (p *FakeParams) credential(name string, b []byte) (inMemory []byte, path string, err error) {
+	if p.Dir == "" {
+		return b, "", nil
+	}
+	path, err = p.file(name, b)
+	return nil, path, err
+}
+
 // fakeCAFile is the fake's certificate, written once for every section.
 const fakeCAFile = "fake-ca.pem"
 
@@ -304,6 +314,15 @@ func (t Table) FakeSections(f *fakepush.Server, p FakeParams) (Sections, error) 
 		out[row.Spec.Name] = sec
 	}
 	return out, nil
+}
+
+// newProvider is a provider package's New as a section's Provider: an error
+// gives a nil oncepush.Provider, not a typed nil that would compare non-nil.
+func newProvider[P oncepush.Provider](p P, err error) (oncepush.Provider, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // tlsConfig is what a section dials with: the one given in memory, or one

@@ -43,12 +43,8 @@ func (c *RuStore) Provider(env Env) (oncepush.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := rustore.New(rustore.Config{ProjectID: c.ProjectID, ServiceToken: rustore.ServiceToken(token), BaseURL: c.BaseURL,
-		TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger})
-	if err != nil {
-		return nil, err // a typed nil is no provider
-	}
-	return p, nil
+	return newProvider(rustore.New(rustore.Config{ProjectID: c.ProjectID, ServiceToken: rustore.ServiceToken(token), BaseURL: c.BaseURL,
+		TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger}))
 }
 
 // LogValue implements slog.LogValuer: the service token given inline shows

@@ -56,12 +56,8 @@ func (c *WebPush) Provider(env Env) (oncepush.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := webpush.New(webpush.Config{VAPIDPrivateKey: key, VAPIDSubject: c.VAPIDSubject, AllowedHosts: c.AllowedHosts,
-		AllowLoopback: c.AllowLoopback, AllowPrivate: c.AllowPrivate, TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger})
-	if err != nil {
-		return nil, err // a typed nil is no provider
-	}
-	return p, nil
+	return newProvider(webpush.New(webpush.Config{VAPIDPrivateKey: key, VAPIDSubject: c.VAPIDSubject, AllowedHosts: c.AllowedHosts,
+		AllowLoopback: c.AllowLoopback, AllowPrivate: c.AllowPrivate, TLSConfig: tlsConfig, Clock: env.Clock, Logger: env.Logger}))
 }
 
 // LogValue implements slog.LogValuer: the private key given inline shows only

@@ -238,11 +238,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 
 	clock := timesource.New(cfg.Clock)
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With(slog.String("transport", string(oncepush.TransportAPNs)))
+	logger := cmp.Or(cfg.Logger, slog.Default()).With(slog.String("transport", string(oncepush.TransportAPNs)))
 	transport := httpsend.NewTransport(cfg.TLSConfig, nil)
 	return &Provider{
 		deviceURL: host + "/3/device/",

@@ -30,6 +30,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/apns"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -37,7 +38,7 @@ import (
 type bundle struct {
 	fake  *pushtest.FakeServer
 	clock *pushtest.Clock
-	logs  *logRecorder
+	logs  *providertest.Logs
 	cfg   apns.Config
 }
 
@@ -52,7 +53,7 @@ func setup(t *testing.T, opts ...func(*apns.Config)) (*apns.Provider, *bundle) {
 // setupWith makes a provider for an existing fake server (tests that share one).
 func setupWith(t *testing.T, fake *pushtest.FakeServer, opts ...func(*apns.Config)) (*apns.Provider, *bundle) {
 	t.Helper()
-	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &providertest.Logs{}}
 	key, keyID, teamID := fake.APNsKey()
 	b.cfg = apns.Config{
 		Key:       key,
@@ -62,15 +63,9 @@ func setupWith(t *testing.T, fake *pushtest.FakeServer, opts ...func(*apns.Confi
 		Host:      fake.URL,
 		TLSConfig: fake.TLSConfig(),
 		Clock:     b.clock,
-		Logger:    slog.New(b.logs),
+		Logger:    b.logs.Logger(),
 	}
-	for _, o := range opts {
-		o(&b.cfg)
-	}
-	p, err := apns.New(b.cfg)
-	if err != nil {
-		t.Fatalf("apns.New: %v", err)
-	}
+	p := providertest.Build(t, apns.New, &b.cfg, opts...)
 	t.Cleanup(func() { p.Close() })
 	return p, b
 }
@@ -99,51 +94,6 @@ func submission(i int) *oncepush.Submission {
 		Data:      map[string]string{"oncepush_id": id, "order": "42"},
 		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
-}
-
-// logRecorder is a slog.Handler that keeps every record as text.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-
-// errors counts the records at level Error.
-func (h *logRecorder) errors() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level >= slog.LevelError {
-			n++
-		}
-	}
-	return n
-}
-
-// text is every record, message and attributes, for checks on secrets.
-func (h *logRecorder) text() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var sb strings.Builder
-	for _, r := range h.records {
-		sb.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool {
-			fmt.Fprintf(&sb, " %s=%v", a.Key, a.Value.Resolve())
-			return true
-		})
-		sb.WriteString("\n")
-	}
-	return sb.String()
 }
 
 func pemBlock(typ string, der []byte) []byte {
@@ -532,10 +482,6 @@ func TestErrorAnswers(t *testing.T) {
 	fake := pushtest.NewFakeServer(t)
 	since := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 	unregistered := pushtest.FakeAnswer{Status: 410, Body: fmt.Sprintf(`{"reason":"Unregistered","timestamp":%d}`, since.UnixMilli())}
-	withRetryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
-		a.Header = http.Header{"Retry-After": {v}}
-		return a
-	}
 	helper410 := pushtest.APNsError(410, "ExpiredToken")
 	var ts struct{ Timestamp int64 }
 	if err := json.Unmarshal([]byte(helper410.Body), &ts); err != nil || ts.Timestamp == 0 {
@@ -557,11 +503,11 @@ func TestErrorAnswers(t *testing.T) {
 		{pushtest.APNsError(400, "BadDeviceToken"), oncepush.OutcomeInvalidToken, "400 BadDeviceToken", 0, false, false},
 		{pushtest.APNsError(400, "DeviceTokenNotForTopic"), oncepush.OutcomeInvalidToken, "400 DeviceTokenNotForTopic", 0, false, false},
 		{pushtest.APNsError(413, "PayloadTooLarge"), oncepush.OutcomeRejected, "413 PayloadTooLarge", 0, false, false},
-		{withRetryAfter(pushtest.APNsError(429, "TooManyRequests"), "30"), oncepush.OutcomeRetry, "429 TooManyRequests", 30 * time.Second, false, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyRequests"), "30"), oncepush.OutcomeRetry, "429 TooManyRequests", 30 * time.Second, false, false},
 		{pushtest.APNsError(429, "TooManyRequests"), oncepush.OutcomeRetry, "429 TooManyRequests", 0, false, false},
-		{withRetryAfter(pushtest.APNsError(429, "TooManyProviderTokenUpdates"), "60"), oncepush.OutcomeRetry, "429 TooManyProviderTokenUpdates", time.Minute, true, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyProviderTokenUpdates"), "60"), oncepush.OutcomeRetry, "429 TooManyProviderTokenUpdates", time.Minute, true, false},
 		{pushtest.APNsError(500, "InternalServerError"), oncepush.OutcomeRetry, "500 InternalServerError", 0, false, false},
-		{withRetryAfter(pushtest.APNsError(503, "ServiceUnavailable"), "120"), oncepush.OutcomeRetry, "503 ServiceUnavailable", 2 * time.Minute, false, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(503, "ServiceUnavailable"), "120"), oncepush.OutcomeRetry, "503 ServiceUnavailable", 2 * time.Minute, false, false},
 		{pushtest.APNsError(503, "Shutdown"), oncepush.OutcomeRetry, "503 Shutdown", 0, false, false},
 		{pushtest.APNsError(400, "IdleTimeout"), oncepush.OutcomeRetry, "400 IdleTimeout", 0, false, false},
 		{pushtest.APNsError(405, "MethodNotAllowed"), oncepush.OutcomeRejected, "405 MethodNotAllowed", 0, false, false},
@@ -585,20 +531,15 @@ func TestErrorAnswers(t *testing.T) {
 			s := submission(i)
 			fake.Program(oncepush.TransportAPNs, deviceToken(i), tt.answer)
 			res := p.Send(t.Context(), s)
-			if res.Outcome != tt.outcome || res.Text != tt.text {
-				t.Errorf("Send = %v %q, want %v %q", res.Outcome, res.Text, tt.outcome, tt.text)
-			}
-			if res.RetryAfter != tt.retryAfter || res.Throttle != tt.throttle {
-				t.Errorf("RetryAfter %s Throttle %v, want %s %v", res.RetryAfter, res.Throttle, tt.retryAfter, tt.throttle)
-			}
+			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.outcome, Text: tt.text, RetryAfter: tt.retryAfter, Throttle: tt.throttle})
 			if res.Outcome == oncepush.OutcomeAccepted || res.ProviderID != "" {
 				t.Errorf("ProviderID %q on an error answer", res.ProviderID)
 			}
-			if got := b.logs.errors(); (got > 0) != tt.alert {
+			if got := b.logs.Errors(); (got > 0) != tt.alert {
 				t.Errorf("%d errors logged, want alert=%v", got, tt.alert)
 			}
-			if strings.Contains(b.logs.text(), deviceToken(i)) {
-				t.Errorf("the device token appears in the log: %s", b.logs.text())
+			if strings.Contains(b.logs.Text(), deviceToken(i)) {
+				t.Errorf("the device token appears in the log: %s", b.logs.Text())
 			}
 		})
 	}
@@ -613,12 +554,12 @@ func TestCredentialAlertIsRateLimited(t *testing.T) {
 			t.Fatalf("send %d: %v %q, want rejected", i, res.Outcome, res.Text)
 		}
 	}
-	if n := b.logs.errors(); n != 1 {
+	if n := b.logs.Errors(); n != 1 {
 		t.Fatalf("%d errors logged for 10 refusals within a minute, want 1", n)
 	}
 	b.clock.Advance(2 * time.Minute)
 	p.Send(t.Context(), submission(11))
-	if n := b.logs.errors(); n != 2 {
+	if n := b.logs.Errors(); n != 2 {
 		t.Fatalf("%d errors logged after a minute passed, want 2", n)
 	}
 }
@@ -742,10 +683,10 @@ func TestBadDeviceTokenSafeguard(t *testing.T) {
 			t.Fatalf("answer %d: %v %q, want rejected %q", i+1, res.Outcome, res.Text, guarded)
 		}
 	}
-	if n := b.logs.errors(); n != 1 {
+	if n := b.logs.Errors(); n != 1 {
 		t.Fatalf("%d errors logged, want 1 (one per window)", n)
 	}
-	if strings.Contains(b.logs.text(), deviceToken(25)) {
+	if strings.Contains(b.logs.Text(), deviceToken(25)) {
 		t.Fatal("the alert logged a device token")
 	}
 	// Configuration fixed: good answers outweigh the bad ones again, and a
@@ -780,7 +721,7 @@ func TestBadDeviceTokenMinorityStillDeletes(t *testing.T) {
 			t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
 		}
 	}
-	if n := b.logs.errors(); n != 0 {
+	if n := b.logs.Errors(); n != 0 {
 		t.Fatalf("%d errors logged, want none", n)
 	}
 }
@@ -800,7 +741,7 @@ func TestBadDeviceTokenSafeguardThreshold(t *testing.T) {
 		}
 	}
 	// Tripped at answer 4, then once per 10 answers: 14, 24.
-	if n := b.logs.errors(); n != 3 {
+	if n := b.logs.Errors(); n != 3 {
 		t.Fatalf("%d errors logged over 25 answers with a window of 10, want 3", n)
 	}
 }
@@ -876,12 +817,7 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("connection refused", func(t *testing.T) {
 		t.Parallel()
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close() // nothing listens there now
+		addr := providertest.ClosedAddr(t)
 		p, _ := setup(t, func(c *apns.Config) { c.Host = "https://" + addr })
 		res := p.Send(t.Context(), submission(1))
 		if res.Outcome != oncepush.OutcomeRetry {

@@ -33,7 +33,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/oncepush/oncepush"
@@ -124,7 +123,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fcm: %w", err)
 	}
-	base, err := checkBaseURL(cmp.Or(cfg.BaseURL, BaseURLDefault))
+	base, err := httpsend.BaseURL(cmp.Or(cfg.BaseURL, BaseURLDefault))
 	if err != nil {
 		return nil, fmt.Errorf("fcm: BaseURL: %w", err)
 	}
@@ -137,10 +136,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("fcm: %w", err)
 	}
 	clock := timesource.New(cfg.Clock)
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	transport := httpsend.NewTransport(cfg.TLSConfig, nil)
 	return &Provider{
 		projectID: acct.ProjectID,
@@ -224,14 +220,6 @@ func (p *Provider) post(ctx context.Context, token string, body []byte, device o
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")
 	return httpsend.Do(p.client, req, string(device))
-}
-
-func checkBaseURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%q is not an https URL without query", raw)
-	}
-	return strings.TrimRight(raw, "/"), nil
 }
 
 func checkWebOrigin(raw string) (string, error) {

@@ -12,8 +12,6 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"maps"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/fcm"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -31,7 +30,7 @@ const project = "oncepush-test"
 type bundle struct {
 	fake  *pushtest.FakeServer
 	clock *pushtest.Clock
-	logs  *logRecorder
+	logs  *providertest.Logs
 }
 
 // setup starts a fake server and a provider wired to it, both on one test
@@ -57,22 +56,15 @@ func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*fcm.Config)) (*
 
 func setupWith(t *testing.T, fake *pushtest.FakeServer, clock *pushtest.Clock, edit func(*fcm.Config)) (*fcm.Provider, *bundle) {
 	t.Helper()
-	b := &bundle{fake: fake, clock: clock, logs: &logRecorder{}}
+	b := &bundle{fake: fake, clock: clock, logs: &providertest.Logs{}}
 	cfg := fcm.Config{
 		ServiceAccountJSON: fake.FCMServiceAccount(project),
 		BaseURL:            fake.URL + "/fcm",
 		TLSConfig:          fake.TLSConfig(),
 		Clock:              b.clock,
-		Logger:             slog.New(b.logs),
+		Logger:             b.logs.Logger(),
 	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	p, err := fcm.New(cfg)
-	if err != nil {
-		t.Fatalf("fcm.New: %v", err)
-	}
-	return p, b
+	return providertest.Build(t, fcm.New, &cfg, edit), b
 }
 
 // submission is a typical notification for the device token.
@@ -92,45 +84,6 @@ func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
 		Image:     "https://img.example.com/parcel.png",
 		ExpiresAt: clock.Now().Add(time.Hour),
 	}
-}
-
-// logRecorder is a slog.Handler that keeps the records, for tests that check
-// an alert was logged or a secret was not.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []string
-	errs int
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	var sb strings.Builder
-	sb.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		sb.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, sb.String())
-	if r.Level >= slog.LevelError {
-		l.errs++
-	}
-	return nil
-}
-
-func (l *logRecorder) errors() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.errs
-}
-
-func (l *logRecorder) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.recs, "\n")
 }
 
 // wire is the request body as FCM reads it.
@@ -294,14 +247,9 @@ func jsonInt(n int64) string {
 	return string(b)
 }
 
+// requestsFor is what the fake recorded for one FCM device token.
 func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
-	var out []pushtest.FakeRequest
-	for _, r := range fake.RequestsFor(oncepush.TransportFCM) {
-		if r.Token == token {
-			out = append(out, r)
-		}
-	}
-	return out
+	return providertest.RequestsFor(fake, oncepush.TransportFCM, token)
 }
 
 // TestErrorAnswers covers FCM's error table: each answer's outcome, text,
@@ -309,10 +257,6 @@ func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest
 func TestErrorAnswers(t *testing.T) {
 	t.Parallel()
 	fake := pushtest.NewFakeServer(t)
-	retryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
-		a.Header = http.Header{"Retry-After": {v}}
-		return a
-	}
 	dataViolation := pushtest.FakeAnswer{Status: 400, Body: `{"error":{"code":400,"message":"Invalid value at 'message.data[0].value'","status":"INVALID_ARGUMENT","details":[` +
 		`{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"},` +
 		`{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.data[0].value","description":"Invalid value"}]}]}}`}
@@ -362,25 +306,25 @@ func TestErrorAnswers(t *testing.T) {
 			answer: pushtest.FCMProjectQuotaExceeded(), now: minuteAnd(0),
 			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Minute, wantThrottle: true},
 		{name: "project quota honours a short Retry-After",
-			answer: retryAfter(pushtest.FCMProjectQuotaExceeded(), "1"), now: minuteAnd(5 * time.Second),
+			answer: providertest.WithRetryAfter(pushtest.FCMProjectQuotaExceeded(), "1"), now: minuteAnd(5 * time.Second),
 			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Second, wantThrottle: true},
 		{name: "project quota honours a long Retry-After",
-			answer: retryAfter(pushtest.FCMProjectQuotaExceeded(), "300"),
+			answer: providertest.WithRetryAfter(pushtest.FCMProjectQuotaExceeded(), "300"),
 			want:   oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: 5 * time.Minute, wantThrottle: true},
 		{name: "device rate backs off the device by default a minute",
 			answer: pushtest.FCMDeviceRateExceeded(),
 			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "device rate honours Retry-After of one second",
-			answer: retryAfter(pushtest.FCMDeviceRateExceeded(), "1"),
+			answer: providertest.WithRetryAfter(pushtest.FCMDeviceRateExceeded(), "1"),
 			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: time.Second},
 		{name: "device rate honours a long Retry-After",
-			answer: retryAfter(pushtest.FCMDeviceRateExceeded(), "300"),
+			answer: providertest.WithRetryAfter(pushtest.FCMDeviceRateExceeded(), "300"),
 			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: 5 * time.Minute},
 		{name: "429 without details backs off the device",
 			answer: pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Too many requests.", ""),
 			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "429 from a proxy backs off the device",
-			answer: retryAfter(pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"}, "2"),
+			answer: providertest.WithRetryAfter(pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"}, "2"),
 			want:   oncepush.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests", wantRetry: 2 * time.Second},
 		{name: "another quota of the project's is not the send quota",
 			answer: pushtest.FakeAnswer{Status: 429, Body: `{"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED","details":[` +
@@ -388,7 +332,7 @@ func TestErrorAnswers(t *testing.T) {
 				`"metadata":{"quota_limit":"SendsPerMinutePerProjectPerUser","quota_unit":"1/min/{project}/{user}"}}]}}`},
 			want: oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Quota exceeded.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "unavailable honours Retry-After",
-			answer: retryAfter(pushtest.FCMError(503, "UNAVAILABLE", "The service is unavailable.", "UNAVAILABLE"), "30"),
+			answer: providertest.WithRetryAfter(pushtest.FCMError(503, "UNAVAILABLE", "The service is unavailable.", "UNAVAILABLE"), "30"),
 			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 30 * time.Second},
 		{name: "internal",
 			answer: pushtest.FCMError(500, "INTERNAL", "Internal error encountered.", "INTERNAL"),
@@ -422,17 +366,12 @@ func TestErrorAnswers(t *testing.T) {
 			b.fake.Program(oncepush.TransportFCM, token, tt.answer)
 
 			res := p.Send(context.Background(), submission(token, b.clock))
-			if res.Outcome != tt.want || res.Text != tt.wantText {
-				t.Errorf("Send: %v %q\nwant       %v %q", res.Outcome, res.Text, tt.want, tt.wantText)
-			}
-			if res.RetryAfter != tt.wantRetry || res.Throttle != tt.wantThrottle {
-				t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", res.RetryAfter, res.Throttle, tt.wantRetry, tt.wantThrottle)
-			}
+			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
 			if n := len(requestsFor(b.fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1 (no resend inside Send)", n)
 			}
-			if got := b.logs.errors() > 0; got != tt.wantErrorLogs {
-				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.all())
+			if got := b.logs.Errors() > 0; got != tt.wantErrorLogs {
+				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.Text())
 			}
 		})
 	}
@@ -510,8 +449,8 @@ func TestUnauthorizedRefreshesTokenOnce(t *testing.T) {
 	if got := len(requestsFor(b.fake, "refresh-token-1")); got != 2 {
 		t.Errorf("accepted sends recorded: %d, want 2", got)
 	}
-	if b.logs.errors() != 0 {
-		t.Errorf("a refreshed token is routine, but an error was logged:\n%s", b.logs.all())
+	if b.logs.Errors() != 0 {
+		t.Errorf("a refreshed token is routine, but an error was logged:\n%s", b.logs.Text())
 	}
 }
 
@@ -558,7 +497,7 @@ func TestPersistentUnauthorizedIsRejectedAfterOneRefresh(t *testing.T) {
 	if got := len(requestsFor(b.fake, token)); got != 2 {
 		t.Errorf("sends: %d, want 2 (the first and one retry with the new token)", got)
 	}
-	if b.logs.errors() == 0 {
+	if b.logs.Errors() == 0 {
 		t.Error("refused credentials were not logged as an error")
 	}
 }
@@ -635,7 +574,7 @@ func TestTransportFailures(t *testing.T) {
 
 	t.Run("closed port is retry", func(t *testing.T) {
 		t.Parallel()
-		addr := closedAddr(t)
+		addr := providertest.ClosedAddr(t)
 		p, b := setup(t, func(c *fcm.Config) { c.BaseURL = "https://" + addr + "/fcm" })
 		res := p.Send(context.Background(), submission("closed-token-1", b.clock))
 		if res.Outcome != oncepush.OutcomeRetry {
@@ -645,7 +584,7 @@ func TestTransportFailures(t *testing.T) {
 
 	t.Run("unreachable token endpoint is retry", func(t *testing.T) {
 		t.Parallel()
-		addr := closedAddr(t)
+		addr := providertest.ClosedAddr(t)
 		p, b := setup(t, func(c *fcm.Config) {
 			c.ServiceAccountJSON = editAccount(t, c.ServiceAccountJSON, "token_uri", "https://"+addr+"/token")
 		})
@@ -671,7 +610,7 @@ func TestTransportFailures(t *testing.T) {
 		if b.fake.Count() != 0 {
 			t.Error("a message was sent without an access token")
 		}
-		if b.logs.errors() == 0 {
+		if b.logs.Errors() == 0 {
 			t.Error("refused service account not logged as an error")
 		}
 	})
@@ -691,18 +630,6 @@ func TestTransportFailures(t *testing.T) {
 			t.Errorf("Send took %s after its context ended", d)
 		}
 	})
-}
-
-// closedAddr returns a local address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 func editAccount(t *testing.T, account []byte, field string, value any) []byte {

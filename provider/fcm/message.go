@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/fcmv1"
 )
 
 // The FCM HTTP v1 request body, as much of it as oncepush sends.
@@ -73,7 +73,7 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 			m.Data[DataLinkKey] = s.Link
 		}
 	}
-	if n := payloadSize(m.Notification, m.Data); n > MaxPayload {
+	if n := fcmv1.PayloadSize(m.Notification, m.Data); n > MaxPayload {
 		return nil, rejected(fmt.Sprintf("payload too large: notification and data are %d bytes encoded, FCM accepts at most %d", n, MaxPayload))
 	}
 
@@ -85,7 +85,7 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 		webHeaders["Topic"] = s.CollapseID
 	}
 	if !s.ExpiresAt.IsZero() {
-		secs := strconv.FormatInt(int64(ttl(p.clock.Now(), s.ExpiresAt)/time.Second), 10)
+		secs := strconv.FormatInt(fcmv1.TTLSeconds(p.clock.Now(), s.ExpiresAt, MaxTTL), 10)
 		m.Android.TTL = secs + "s"
 		webHeaders["TTL"] = secs
 		apnsHeaders["apns-expiration"] = strconv.FormatInt(s.ExpiresAt.Unix(), 10)
@@ -103,33 +103,10 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 	return b, oncepush.Result{}
 }
 
-// ttl is how long the message is worth keeping: whole seconds until expires,
-// 0 once past, at most MaxTTL.
-func ttl(now, expires time.Time) time.Duration {
-	d := expires.Sub(now).Truncate(time.Second)
-	return min(max(d, 0), MaxTTL)
-}
-
 // reservedDataKey reports the data keys FCM refuses.
 func reservedDataKey(k string) bool {
 	k = strings.ToLower(k)
 	return k == "from" || k == "message_type" || strings.HasPrefix(k, "google") || strings.HasPrefix(k, "gcm")
-}
-
-// payloadSize is what counts against MaxPayload: the encoded notification
-// and data objects. The rest of the request (token, platform headers) is not
-// part of what the device receives.
-func payloadSize(n *notification, data map[string]string) int {
-	size := 0
-	if n != nil {
-		b, _ := json.Marshal(n)
-		size += len(b)
-	}
-	if len(data) > 0 {
-		b, _ := json.Marshal(data)
-		size += len(b)
-	}
-	return size
 }
 
 func rejected(text string) oncepush.Result {

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/fcmv1"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
@@ -124,24 +125,19 @@ func New(cfg Config) (*Provider, error) {
 	if strings.ContainsAny(string(cfg.ServiceToken), " \t\r\n") {
 		return nil, errors.New("rustore: ServiceToken contains white space; copy the token alone")
 	}
-	raw := cmp.Or(cfg.BaseURL, BaseURLDefault)
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("rustore: BaseURL %q is not an https URL without query", raw)
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	base, err := httpsend.BaseURL(cmp.Or(cfg.BaseURL, BaseURLDefault))
+	if err != nil {
+		return nil, fmt.Errorf("rustore: BaseURL %w", err)
 	}
 	return &Provider{
-		sendURL:     strings.TrimRight(raw, "/") + "/v1/projects/" + url.PathEscape(cfg.ProjectID) + "/messages:send",
+		sendURL:     base + "/v1/projects/" + url.PathEscape(cfg.ProjectID) + "/messages:send",
 		auth:        cfg.ServiceToken,
 		channelID:   cfg.ChannelID,
 		clickAction: cfg.ClickAction,
 		// No Timeout: the engine's context bounds each send.
 		client: httpsend.NewClient(httpsend.NewTransport(cfg.TLSConfig, nil), 0),
 		clock:  timesource.New(cfg.Clock),
-		log:    log,
+		log:    cmp.Or(cfg.Logger, slog.Default()),
 	}, nil
 }
 
@@ -239,13 +235,12 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 	if len(data) > 0 {
 		m.Data = data
 	}
-	if n := payloadSize(m.Notification, m.Data); n > MaxPayload {
+	if n := fcmv1.PayloadSize(m.Notification, m.Data); n > MaxPayload {
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeRejected,
 			Text: fmt.Sprintf("payload too large: notification and data are %d bytes encoded, at most %d are sent", n, MaxPayload)}
 	}
 	if !s.ExpiresAt.IsZero() {
-		d := min(max(s.ExpiresAt.Sub(p.clock.Now()).Truncate(time.Second), 0), MaxTTL)
-		android.TTL = strconv.FormatInt(int64(d/time.Second), 10) + "s"
+		android.TTL = strconv.FormatInt(fcmv1.TTLSeconds(p.clock.Now(), s.ExpiresAt, MaxTTL), 10) + "s"
 	}
 	if android.TTL != "" || android.Notification != nil {
 		m.Android = android
@@ -255,19 +250,6 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 		return nil, oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "encode the message: " + err.Error()}
 	}
 	return b, oncepush.Result{}
-}
-
-func payloadSize(n *notification, data map[string]string) int {
-	size := 0
-	if n != nil {
-		b, _ := json.Marshal(n)
-		size += len(b)
-	}
-	if len(data) > 0 {
-		b, _ := json.Marshal(data)
-		size += len(b)
-	}
-	return size
 }
 
 // apiError is RuStore's error answer {"error": {"code", "message", "status"}}.

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -24,30 +22,23 @@ const project = "rustore-project-1"
 type bundle struct {
 	fake  *pushtest.FakeServer
 	clock *pushtest.Clock
-	logs  *logRecorder
+	logs  *providertest.Logs
 }
 
 // setupOn makes a provider for the fake server; edit may change the
 // configuration before New.
 func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*rustore.Config)) (*rustore.Provider, *bundle) {
 	t.Helper()
-	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &logRecorder{}}
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &providertest.Logs{}}
 	cfg := rustore.Config{
 		ProjectID:    project,
 		ServiceToken: rustore.ServiceToken(fake.RuStoreToken()),
 		BaseURL:      fake.URL + "/rustore",
 		TLSConfig:    fake.TLSConfig(),
 		Clock:        b.clock,
-		Logger:       slog.New(b.logs),
+		Logger:       b.logs.Logger(),
 	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	p, err := rustore.New(cfg)
-	if err != nil {
-		t.Fatalf("rustore.New: %v", err)
-	}
-	return p, b
+	return providertest.Build(t, rustore.New, &cfg, edit), b
 }
 
 func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
@@ -65,51 +56,9 @@ func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
 	}
 }
 
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []string
-	errs int
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	var sb strings.Builder
-	sb.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		sb.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, sb.String())
-	if r.Level >= slog.LevelError {
-		l.errs++
-	}
-	return nil
-}
-
-func (l *logRecorder) errors() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.errs
-}
-
-func (l *logRecorder) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.recs, "\n")
-}
-
+// requestsFor is what the fake recorded for one RuStore device token.
 func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
-	var out []pushtest.FakeRequest
-	for _, r := range fake.RequestsFor(oncepush.TransportRuStore) {
-		if r.Token == token {
-			out = append(out, r)
-		}
-	}
-	return out
+	return providertest.RequestsFor(fake, oncepush.TransportRuStore, token)
 }
 
 // wire is the request body as RuStore reads it.
@@ -236,10 +185,6 @@ func TestSendMessageShape(t *testing.T) {
 func TestErrorAnswers(t *testing.T) {
 	t.Parallel()
 	fake := pushtest.NewFakeServer(t)
-	retryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
-		a.Header = http.Header{"Retry-After": {v}}
-		return a
-	}
 	tests := []struct {
 		name          string
 		answer        pushtest.FakeAnswer
@@ -267,16 +212,16 @@ func TestErrorAnswers(t *testing.T) {
 		// RuStore's 429 does not say whose limit it is: it backs off that
 		// device, never the whole transport.
 		{name: "too many requests backs off the device for Retry-After",
-			answer: retryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "40"),
+			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "40"),
 			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: 40 * time.Second},
 		{name: "too many requests honours Retry-After of one second",
-			answer: retryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "1"),
+			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "1"),
 			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: time.Second},
 		{name: "too many requests without Retry-After leaves the wait to the backoff",
 			answer: pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."),
 			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests."},
 		{name: "resource exhausted backs off the device",
-			answer: retryAfter(pushtest.RuStoreError(429, "RESOURCE_EXHAUSTED", "Slow down."), "30"),
+			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "RESOURCE_EXHAUSTED", "Slow down."), "30"),
 			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Slow down.", wantRetry: 30 * time.Second},
 		{name: "429 from a proxy backs off the device",
 			answer: pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"},
@@ -285,7 +230,7 @@ func TestErrorAnswers(t *testing.T) {
 			answer: pushtest.RuStoreError(500, "INTERNAL", "Internal error."),
 			want:   oncepush.OutcomeRetry, wantText: "500 INTERNAL: Internal error."},
 		{name: "unavailable honours Retry-After",
-			answer: retryAfter(pushtest.RuStoreError(503, "UNAVAILABLE", "The service is unavailable."), "20"),
+			answer: providertest.WithRetryAfter(pushtest.RuStoreError(503, "UNAVAILABLE", "The service is unavailable."), "20"),
 			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 20 * time.Second},
 		{name: "502 html page",
 			answer: pushtest.FakeAnswer{Status: 502, Body: "<html><body><h1>502 Bad Gateway</h1></body></html>"},
@@ -304,17 +249,12 @@ func TestErrorAnswers(t *testing.T) {
 			token := fmt.Sprintf("error-token-%d", i)
 			fake.Program(oncepush.TransportRuStore, token, tt.answer)
 			res := p.Send(context.Background(), submission(token, b.clock))
-			if res.Outcome != tt.want || res.Text != tt.wantText {
-				t.Errorf("Send: %v %q\nwant       %v %q", res.Outcome, res.Text, tt.want, tt.wantText)
-			}
-			if res.RetryAfter != tt.wantRetry || res.Throttle != tt.wantThrottle {
-				t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", res.RetryAfter, res.Throttle, tt.wantRetry, tt.wantThrottle)
-			}
+			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
 			if n := len(requestsFor(fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1", n)
 			}
-			if got := b.logs.errors() > 0; got != tt.wantErrorLogs {
-				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.all())
+			if got := b.logs.Errors() > 0; got != tt.wantErrorLogs {
+				t.Errorf("error logged: %v, want %v\n%s", got, tt.wantErrorLogs, b.logs.Text())
 			}
 		})
 	}
@@ -328,11 +268,11 @@ func TestWrongServiceToken(t *testing.T) {
 	if res.Outcome != oncepush.OutcomeRetry || !strings.HasPrefix(res.Text, "401 UNAUTHENTICATED") {
 		t.Errorf("Send: %v %q, want retry with RuStore's 401", res.Outcome, res.Text)
 	}
-	if b.logs.errors() == 0 {
+	if b.logs.Errors() == 0 {
 		t.Error("a refused service token was not logged as an error")
 	}
-	if strings.Contains(b.logs.all(), "an-old-service-token") {
-		t.Errorf("the service token was logged:\n%s", b.logs.all())
+	if strings.Contains(b.logs.Text(), "an-old-service-token") {
+		t.Errorf("the service token was logged:\n%s", b.logs.Text())
 	}
 	if fake.Count() != 0 {
 		t.Error("the fake recorded a request it refused")
@@ -375,12 +315,7 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("closed port is retry", func(t *testing.T) {
 		t.Parallel()
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := providertest.ClosedAddr(t)
 		fake := pushtest.NewFakeServer(t)
 		p, b := setupOn(t, fake, func(c *rustore.Config) { c.BaseURL = "https://" + addr + "/rustore" })
 		if res := p.Send(context.Background(), submission("closed-device", b.clock)); res.Outcome != oncepush.OutcomeRetry {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/webpush"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -27,7 +27,7 @@ const webpushT = oncepush.TransportWebPush
 type bundle struct {
 	fake  *pushtest.FakeServer
 	clock *pushtest.Clock
-	logs  *syncBuffer
+	logs  *providertest.SyncBuffer
 	cfg   webpush.Config
 }
 
@@ -42,7 +42,7 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 	}
 	// The fake checks the JWT's exp against the real time, so the clock
 	// starts there.
-	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &syncBuffer{}}
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &providertest.SyncBuffer{}}
 	b.cfg = webpush.Config{
 		VAPIDPrivateKey: priv,
 		VAPIDSubject:    "mailto:ops@example.com",
@@ -52,14 +52,7 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 		Clock:           b.clock,
 		Logger:          slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	if mutate != nil {
-		mutate(&b.cfg)
-	}
-	p, err := webpush.New(b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, b
+	return providertest.Build(t, webpush.New, &b.cfg, mutate), b
 }
 
 // submission is a notification for the subscription token.
@@ -99,23 +92,6 @@ func withEndpoint(t *testing.T, token oncepush.Token, endpoint string) oncepush.
 	}
 	sub.Endpoint = endpoint
 	return sub.Token()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestSendRoundTrip(t *testing.T) {
@@ -192,10 +168,6 @@ func TestSendConcurrent(t *testing.T) {
 
 func TestSendAnswers(t *testing.T) {
 	t.Parallel()
-	retryAfter := func(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
-		a.Header = http.Header{"Retry-After": {v}}
-		return a
-	}
 	for _, tc := range []struct {
 		name       string
 		answer     pushtest.FakeAnswer
@@ -216,7 +188,7 @@ func TestSendAnswers(t *testing.T) {
 			textPrefix: `410 Gone: {"code":410,"errno":106,`},
 		{name: "413", answer: pushtest.WebPushError(413), outcome: oncepush.OutcomeRejected,
 			textPrefix: "413 Request Entity Too Large: {"},
-		{name: "429 with Retry-After", answer: retryAfter(pushtest.WebPushError(429), "120"), outcome: oncepush.OutcomeRetry,
+		{name: "429 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(429), "120"), outcome: oncepush.OutcomeRetry,
 			textPrefix: "429 Too Many Requests: {", retryAfter: 2 * time.Minute},
 		{name: "429 without Retry-After", answer: pushtest.WebPushError(429), outcome: oncepush.OutcomeRetry,
 			textPrefix: "429 Too Many Requests: {"},
@@ -232,7 +204,7 @@ func TestSendAnswers(t *testing.T) {
 			textPrefix: "500 Internal Server Error"},
 		{name: "502 html", answer: pushtest.FakeAnswer{Status: 502, Body: "<html>\n<body>Bad   gateway</body></html>"},
 			outcome: oncepush.OutcomeRetry, textPrefix: "502 Bad Gateway: <html> <body>Bad gateway</body></html>"},
-		{name: "503 with Retry-After", answer: retryAfter(pushtest.WebPushError(503), "30"), outcome: oncepush.OutcomeRetry,
+		{name: "503 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(503), "30"), outcome: oncepush.OutcomeRetry,
 			textPrefix: "503 Service Unavailable: {", retryAfter: 30 * time.Second},
 		{name: "redirect not followed", answer: pushtest.FakeAnswer{Status: 307, Header: http.Header{"Location": {"https://169.254.169.254/"}}},
 			outcome: oncepush.OutcomeRejected, textPrefix: "307 Temporary Redirect"},
@@ -421,12 +393,7 @@ func TestSendTransportFailures(t *testing.T) {
 	t.Run("closed port", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t, nil)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := providertest.ClosedAddr(t)
 		token := withEndpoint(t, b.fake.NewWebPushSubscription(), "https://"+addr+"/webpush/x")
 		res := p.Send(context.Background(), b.submission(token))
 		if res.Outcome != oncepush.OutcomeRetry {

@@ -26,6 +26,7 @@ import (
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/fcm"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/provider/webpush"
 )
@@ -67,7 +68,7 @@ type world struct {
 	mu       sync.Mutex
 	received []request
 
-	logs      *syncBuffer
+	logs      *providertest.SyncBuffer
 	providers map[oncepush.Transport]oncepush.Provider
 	tokens    map[oncepush.Transport]oncepush.Token
 	// secrets are the strings no Result and no log may hold; the
@@ -78,7 +79,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, logs: &syncBuffer{}}
+	w := &world{t: t, logs: &providertest.SyncBuffer{}}
 	w.internal = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.internalHits.Add(1)
 		rw.WriteHeader(http.StatusOK)
@@ -260,22 +261,4 @@ func p8(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-}
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -95,6 +95,17 @@ func NewClient(t http.RoundTripper, timeout time.Duration) *http.Client {
 	}
 }
 
+// BaseURL checks a provider's configured base URL, which its API paths are
+// appended to: https, a host, and no user, query or fragment. It returns raw
+// without trailing slashes.
+func BaseURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q is not an https URL without query", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
 // Response is a provider's answer, read whole (up to MaxBody).
 type Response struct {
 	Status int

@@ -14,16 +14,12 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider/internal/providertest"
 )
 
 func TestRefusedConnectionIsNotSent(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := providertest.ClosedAddr(t)
 	req, _ := http.NewRequest("POST", "http://"+addr+"/send", bytes.NewReader([]byte("{}")))
 	_, res := Do(&http.Client{Transport: NewTransport(nil, nil)}, req)
 	if res.Outcome != oncepush.OutcomeRetry {

@@ -1,0 +1,151 @@
+// Package providertest holds what the provider packages' tests share: a log
+// recorder, the fake server's requests for one device, the checks of an
+// answer's Result, and an address nothing listens on. Only tests import it;
+// no provider does.
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/pushtest"
+)
+
+// Logs is a slog.Handler that keeps every record as a line of text, for
+// tests that check an alert was logged or a secret was not. Attributes added
+// with WithAttrs or WithGroup are not kept.
+type Logs struct {
+	mu   sync.Mutex
+	recs []string
+	errs int
+}
+
+// Logger returns a logger that writes to l.
+func (l *Logs) Logger() *slog.Logger { return slog.New(l) }
+
+// Enabled implements slog.Handler: every level is kept.
+func (l *Logs) Enabled(context.Context, slog.Level) bool { return true }
+
+// WithAttrs implements slog.Handler.
+func (l *Logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup implements slog.Handler.
+func (l *Logs) WithGroup(string) slog.Handler { return l }
+
+// Handle implements slog.Handler: the record as "LEVEL message key=value …".
+func (l *Logs) Handle(_ context.Context, r slog.Record) error {
+	var sb strings.Builder
+	sb.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		sb.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, sb.String())
+	if r.Level >= slog.LevelError {
+		l.errs++
+	}
+	return nil
+}
+
+// Errors counts the records at level Error or above.
+func (l *Logs) Errors() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errs
+}
+
+// Text is every record, one a line.
+func (l *Logs) Text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.recs, "\n")
+}
+
+// SyncBuffer is a log destination safe for concurrent writers, for tests
+// that read what a JSON handler wrote.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// RequestsFor is what the fake recorded for one device token of transport tr.
+func RequestsFor(fake *pushtest.FakeServer, tr oncepush.Transport, token string) []pushtest.FakeRequest {
+	var out []pushtest.FakeRequest
+	for _, r := range fake.RequestsFor(tr) {
+		if r.Token == token {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WithRetryAfter is the answer a with a Retry-After header of v.
+func WithRetryAfter(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
+	a.Header = http.Header{"Retry-After": {v}}
+	return a
+}
+
+// CheckResult fails t unless got has want's outcome and text, and its
+// retry delay and throttle.
+func CheckResult(t testing.TB, got, want oncepush.Result) {
+	t.Helper()
+	if got.Outcome != want.Outcome || got.Text != want.Text {
+		t.Errorf("Send: %v %q\nwant       %v %q", got.Outcome, got.Text, want.Outcome, want.Text)
+	}
+	if got.RetryAfter != want.RetryAfter || got.Throttle != want.Throttle {
+		t.Errorf("RetryAfter %s, Throttle %v; want %s, %v", got.RetryAfter, got.Throttle, want.RetryAfter, want.Throttle)
+	}
+}
+
+// ClosedAddr returns a local address ("127.0.0.1:port") nothing listens on:
+// a dial to it is refused, so a request to it is never sent.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// Build applies the edits to *cfg, then makes the provider from it with
+// newProvider (the package's New), failing t if it refuses the
+// configuration. A nil edit is skipped.
+func Build[C, P any](t testing.TB, newProvider func(C) (P, error), cfg *C, edits ...func(*C)) P {
+	t.Helper()
+	for _, edit := range edits {
+		if edit != nil {
+			edit(cfg)
+		}
+	}
+	p, err := newProvider(*cfg)
+	if err != nil {
+		t.Fatalf("New refused the test configuration: %v", err)
+	}
+	return p
+}
