@@ -13,7 +13,9 @@ import (
 // A run claims, sends and records batches until its budget is spent or nothing
 // is due: claim.go leases a batch and decides what needs no provider,
 // submit.go marks pairs sending in waves just before their calls and makes
-// them, record.go writes what the providers said. See docs/architecture.md.
+// them, record.go writes what the providers said. Each phase's decisions are
+// pure functions in its _plan.go neighbour (plan.go for what they share), so
+// they are tested without a database. See docs/architecture.md.
 
 // RunStats says what a run did.
 type RunStats struct {
@@ -51,8 +53,6 @@ type batch struct {
 	claimed     int
 	deliveries  []*delivery // those with pairs to send
 	pairs       []*pair
-	finished    []string    // final statuses the claim wrote
-	recovered   []Transport // attempts found abandoned in "sending"
 }
 
 // pairKey identifies a (delivery, device) pair within its delivery: the
