@@ -32,6 +32,9 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 		var owned map[int64]bool
 		err = c.driver.InTx(tctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 			owned, err = c.recordTx(ctx, ex, b, plan)
+			if err == nil {
+				b.hooks.RecordCommitting(len(plan.updates))
+			}
 			return err
 		})
 		cancel()
@@ -51,7 +54,9 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 			}
 			return nil
 		}
-		if sendCtx.Err() != nil || !c.clockNow().Before(leaseEnd) || !time.Now().Before(leaseEndReal) {
+		last := sendCtx.Err() != nil || !c.clockNow().Before(leaseEnd) || !time.Now().Before(leaseEndReal)
+		b.hooks.RecordFailed(try, err, last)
+		if last {
 			break
 		}
 		c.log.Warn("recording outcomes failed; retrying while the lease holds", slog.Int("try", try), slog.Any("error", err))

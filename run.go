@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/internal/failpoint"
 )
 
@@ -53,6 +54,7 @@ type batch struct {
 	claimed     int
 	deliveries  []*delivery // those with pairs to send
 	pairs       []*pair
+	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
 }
 
 // pairKey identifies a (delivery, device) pair within its delivery: the
@@ -97,6 +99,7 @@ func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKe
 // stops claiming and starting sends; sendCtx aborts sends in flight.
 func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 	var stats RunStats
+	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
 	for claimCtx.Err() == nil {
 		if !c.clockNow().Before(deadline) {
@@ -110,7 +113,9 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 		if b.claimed == 0 {
 			return stats, nil
 		}
+		b.hooks = hooks
 		failpoint.Hit(failpoint.ClaimCommitted)
+		hooks.ClaimCommitted(b.claimed, len(b.pairs))
 		stats.Batches++
 		stats.Claimed += b.claimed
 		if len(b.pairs) > 0 {

@@ -55,7 +55,7 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 			}
 			w.started(p)
 			go func() {
-				c.submit(sendCtx, p, startBy, sendEnd)
+				c.submit(sendCtx, b, p, startBy, sendEnd)
 				done <- p
 			}()
 		}
@@ -93,7 +93,7 @@ func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (m
 // since the wave was marked — and hands the same check to the provider
 // (CheckStart) for the instant before it writes. The call ends by sendEnd at
 // the latest, so its answer can be recorded while the lease holds.
-func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.Time) {
+func (c *clientCore) submit(ctx context.Context, b *batch, p *pair, startBy, sendEnd time.Time) {
 	mayStart := func() error {
 		if !c.clockNow().Before(startBy) {
 			return ErrLateStart
@@ -111,6 +111,7 @@ func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.
 	ctx, cancel := context.WithTimeout(WithStartCheck(ctx, mayStart), timeout)
 	defer cancel()
 	p.started = true
+	b.hooks.SendStarting(p.d.row.ID)
 	start := time.Now()
 	res := normalizeResult(c.callProvider(ctx, p))
 	p.res = res

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // Start starts the client's workers (Config.Workers runs at a time), its
@@ -21,6 +23,7 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 	claimCtx, cancelClaim := context.WithCancel(ctx)
 	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
 	c.started, c.cancelClaim, c.cancelSend = true, cancelClaim, cancelSend
+	c.hooks = enginetest.From(ctx)
 
 	wakes := make([]chan struct{}, c.cfg.Workers)
 	for i := range wakes {
@@ -57,7 +60,9 @@ func (c *Client[TTx]) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.cancelClaim()
+	hooks := c.hooks
 	c.mu.Unlock()
+	hooks.StopWaiting()
 
 	done := make(chan struct{})
 	go func() {
@@ -150,10 +155,14 @@ func (c *clientCore) wake() {
 }
 
 func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, wake <-chan struct{}) {
+	hooks := enginetest.From(claimCtx)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errPause := c.cfg.PollInterval
-	for {
+	for first := true; ; first = false {
+		if !first {
+			hooks.WorkerIdle()
+		}
 		select {
 		case <-claimCtx.Done():
 			return
