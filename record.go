@@ -60,7 +60,12 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 			break
 		}
 		c.log.Warn("recording outcomes failed; retrying while the lease holds", slog.Int("try", try), slog.Any("error", err))
-		time.Sleep(pause)
+		// The pause ends early when the stop's deadline passes: the next
+		// try is then the last, made at once.
+		select {
+		case <-b.hooks.Pause(pause):
+		case <-sendCtx.Done():
+		}
 		pause = min(2*pause, time.Second)
 	}
 	c.log.Error("recording outcomes failed until the lease could have expired; the batch's deliveries will be recovered as ambiguous",

@@ -16,6 +16,7 @@ package enginetest
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Hooks are the engine's test hooks. Every field may be nil.
@@ -36,6 +37,10 @@ type Hooks struct {
 	// OnRecordFailed is called when a try of the record failed: the record
 	// pauses and tries again, or, when last, gives up.
 	OnRecordFailed func(try int, err error, last bool)
+	// RecordPause, when set, replaces the real timer of the record's pause
+	// of length d between tries: the pause ends when the returned channel
+	// yields — or when the run's send context ends, whichever comes first.
+	RecordPause func(d time.Duration) <-chan time.Time
 	// OnWorkerIdle is called when a started client's worker has finished
 	// its runs and waits for a wake-up or its poll.
 	OnWorkerIdle func()
@@ -86,6 +91,15 @@ func (h *Hooks) RecordFailed(try int, err error, last bool) {
 	if h != nil && h.OnRecordFailed != nil {
 		h.OnRecordFailed(try, err, last)
 	}
+}
+
+// Pause returns the channel that ends a record pause of d: RecordPause's if
+// set, else a real timer's.
+func (h *Hooks) Pause(d time.Duration) <-chan time.Time {
+	if h != nil && h.RecordPause != nil {
+		return h.RecordPause(d)
+	}
+	return time.After(d)
 }
 
 // WorkerIdle calls OnWorkerIdle if set.
