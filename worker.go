@@ -38,8 +38,8 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 			c.log.Warn("wake-up listener stopped; relying on polling", slog.Any("error", err))
 		}
 	})
-	for _, w := range wakes {
-		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, w) })
+	for i, w := range wakes {
+		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, i, w) })
 	}
 	c.wg.Go(func() { c.cleanupLoop(claimCtx) })
 	c.log.Info("oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
@@ -154,14 +154,14 @@ func (c *clientCore) wake() {
 	}
 }
 
-func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, wake <-chan struct{}) {
+func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wake <-chan struct{}) {
 	hooks := enginetest.From(claimCtx)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errPause := c.cfg.PollInterval
 	for first := true; ; first = false {
 		if !first {
-			hooks.WorkerIdle()
+			hooks.WorkerIdle(worker, len(wake) > 0)
 		}
 		select {
 		case <-claimCtx.Done():

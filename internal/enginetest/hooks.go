@@ -41,9 +41,11 @@ type Hooks struct {
 	// of length d between tries: the pause ends when the returned channel
 	// yields — or when the run's send context ends, whichever comes first.
 	RecordPause func(d time.Duration) <-chan time.Time
-	// OnWorkerIdle is called when a started client's worker has finished
-	// its runs and waits for a wake-up or its poll.
-	OnWorkerIdle func()
+	// OnWorkerIdle is called when a started client's worker (0 to
+	// Config.Workers − 1) has finished its runs and waits for a wake-up or
+	// its poll; wakePending says a wake-up is already waiting for it, so it
+	// will run again at once.
+	OnWorkerIdle func(worker int, wakePending bool)
 	// OnStopWaiting is called when Stop has stopped claiming and waits for
 	// the sends in flight.
 	OnStopWaiting func()
@@ -103,9 +105,9 @@ func (h *Hooks) Pause(d time.Duration) <-chan time.Time {
 }
 
 // WorkerIdle calls OnWorkerIdle if set.
-func (h *Hooks) WorkerIdle() {
+func (h *Hooks) WorkerIdle(worker int, wakePending bool) {
 	if h != nil && h.OnWorkerIdle != nil {
-		h.OnWorkerIdle()
+		h.OnWorkerIdle(worker, wakePending)
 	}
 }
 

@@ -13,7 +13,7 @@ func TestNilHooksDoNothing(t *testing.T) {
 	h.SendStarting(1)
 	h.RecordCommitting(1)
 	h.RecordFailed(1, nil, true)
-	h.WorkerIdle()
+	h.WorkerIdle(0, false)
 	h.StopWaiting()
 	h.CleanupDone()
 	(&Hooks{}).ClaimCommitted(1, 2) // unset fields too
@@ -30,7 +30,7 @@ func TestHooksTravelInTheContext(t *testing.T) {
 		OnSendStarting:     func(int64) { sends.Add() },
 		OnRecordCommitting: func(int) { records.Add() },
 		OnRecordFailed:     func(int, error, bool) { failures.Add() },
-		OnWorkerIdle:       idle.Add,
+		OnWorkerIdle:       func(int, bool) { idle.Add() },
 		OnStopWaiting:      stops.Add,
 		OnCleanupDone:      cleanups.Add,
 	}
@@ -44,7 +44,7 @@ func TestHooksTravelInTheContext(t *testing.T) {
 	got.SendStarting(1)
 	got.RecordCommitting(1)
 	got.RecordFailed(1, nil, false)
-	got.WorkerIdle()
+	got.WorkerIdle(1, true)
 	got.StopWaiting()
 	got.CleanupDone()
 	for name, c := range map[string]*Counter{"claims": &claims, "sends": &sends, "records": &records, "failures": &failures,
