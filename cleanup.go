@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // Cleanup limits.
@@ -143,6 +144,7 @@ func (c *Client[TTx]) sweepOrphans(ctx context.Context, ex driver.Executor, st *
 }
 
 func (c *Client[TTx]) cleanupLoop(ctx context.Context) {
+	hooks := enginetest.From(ctx)
 	t := time.NewTimer(c.cfg.CleanupInterval / 10) // not all processes at boot
 	defer t.Stop()
 	for {
@@ -154,6 +156,7 @@ func (c *Client[TTx]) cleanupLoop(ctx context.Context) {
 		if _, err := c.Cleanup(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error("cleanup failed", slog.Any("error", err))
 		}
+		hooks.CleanupDone()
 		t.Reset(c.cfg.CleanupInterval)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // Client sends notifications and, once started, delivers them. TTx is the
@@ -27,6 +28,7 @@ type Client[TTx any] struct {
 	started     bool
 	cancelClaim context.CancelFunc // stops claiming and starting sends
 	cancelSend  context.CancelFunc // aborts sends in flight
+	hooks       *enginetest.Hooks  // the test hooks of Start's context, for Stop
 	wg          sync.WaitGroup
 
 	// sweepAfter is where the orphan sweep of the next cleanup round starts:

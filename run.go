@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/internal/failpoint"
 )
 
 // A run claims, sends and records batches until its budget is spent or nothing
 // is due: claim.go leases a batch and decides what needs no provider,
 // submit.go marks pairs sending in waves just before their calls and makes
-// them, record.go writes what the providers said. See docs/architecture.md.
+// them, record.go writes what the providers said. Each phase's decisions are
+// pure functions in its _plan.go neighbour (plan.go for what they share), so
+// they are tested without a database. See docs/architecture.md.
 
 // RunStats says what a run did.
 type RunStats struct {
@@ -51,8 +54,7 @@ type batch struct {
 	claimed     int
 	deliveries  []*delivery // those with pairs to send
 	pairs       []*pair
-	finished    []string    // final statuses the claim wrote
-	recovered   []Transport // attempts found abandoned in "sending"
+	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
 }
 
 // pairKey identifies a (delivery, device) pair within its delivery: the
@@ -97,6 +99,7 @@ func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKe
 // stops claiming and starting sends; sendCtx aborts sends in flight.
 func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 	var stats RunStats
+	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
 	for claimCtx.Err() == nil {
 		if !c.clockNow().Before(deadline) {
@@ -110,7 +113,9 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 		if b.claimed == 0 {
 			return stats, nil
 		}
+		b.hooks = hooks
 		failpoint.Hit(failpoint.ClaimCommitted)
+		hooks.ClaimCommitted(b.claimed, len(b.pairs))
 		stats.Batches++
 		stats.Claimed += b.claimed
 		if len(b.pairs) > 0 {

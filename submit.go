@@ -23,70 +23,19 @@ const markTimeout = 30 * time.Second
 // expired, a stop arrived, or the transport is throttled; those pairs are left
 // for the record to release.
 func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, deadline time.Time) {
-	startBy := b.claimedAt.Add(c.cfg.Lease - c.minLeaseLeft())
-	if deadline.Before(startBy) {
-		startBy = deadline
-	}
-	sendEnd := b.claimedAt.Add(c.cfg.Lease - c.leaseReserve())
-	window := c.cfg.ConcurrentSends
-	refill := (window + 1) / 2
-
-	// One queue per transport, in claim order; the window is per transport.
-	var transports []Transport
-	queues := map[Transport][]*pair{}
-	for _, p := range b.pairs {
-		t := p.dev.Transport
-		if _, ok := queues[t]; !ok {
-			transports = append(transports, t)
-		}
-		queues[t] = append(queues[t], p)
-	}
-	inflight := map[Transport]int{}
-	total, queued := 0, len(b.pairs)
+	startBy, sendEnd := sendBounds(b.claimedAt, deadline, c.cfg.Lease, c.minLeaseLeft(), c.leaseReserve())
+	w := newWaves(b.pairs, c.cfg.ConcurrentSends)
 	done := make(chan *pair, len(b.pairs))
-	finish := func(p *pair) {
-		inflight[p.dev.Transport]--
-		total--
-	}
-	// worthWave: some transport can take a wave of half a window, or all it has left.
-	worthWave := func() bool {
-		for _, t := range transports {
-			n, free := len(queues[t]), window-inflight[t]
-			if n > 0 && free > 0 && (free >= refill || free >= n) {
-				return true
-			}
-		}
-		return false
-	}
-
-	for queued > 0 && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
-		if total > 0 && !worthWave() {
+	for w.pending() && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
+		if !w.ready() {
 			select {
 			case p := <-done:
-				finish(p)
+				w.finished(p)
 			case <-claimCtx.Done():
 			}
 			continue
 		}
-		var wave []*pair
-		for _, t := range transports {
-			q := queues[t]
-			if len(q) == 0 {
-				continue
-			}
-			if wait := c.throttled(t); wait > 0 {
-				for _, p := range q {
-					p.releaseWait = wait // left unsent; due again after the throttle
-				}
-				queued -= len(q)
-				queues[t] = nil
-				continue
-			}
-			n := min(len(q), window-inflight[t])
-			wave = append(wave, q[:n]...)
-			queues[t] = q[n:]
-			queued -= n
-		}
+		wave := w.next(c.throttled)
 		if len(wave) == 0 {
 			continue
 		}
@@ -104,16 +53,15 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 			if claimCtx.Err() != nil {
 				continue // stopped after the mark: the record gives it back
 			}
-			inflight[p.dev.Transport]++
-			total++
+			w.started(p)
 			go func() {
-				c.submit(sendCtx, p, startBy, sendEnd)
+				c.submit(sendCtx, b, p, startBy, sendEnd)
 				done <- p
 			}()
 		}
 	}
-	for total > 0 {
-		finish(<-done)
+	for w.inFlight() > 0 {
+		w.finished(<-done)
 	}
 }
 
@@ -145,7 +93,7 @@ func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (m
 // since the wave was marked — and hands the same check to the provider
 // (CheckStart) for the instant before it writes. The call ends by sendEnd at
 // the latest, so its answer can be recorded while the lease holds.
-func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.Time) {
+func (c *clientCore) submit(ctx context.Context, b *batch, p *pair, startBy, sendEnd time.Time) {
 	mayStart := func() error {
 		if !c.clockNow().Before(startBy) {
 			return ErrLateStart
@@ -163,14 +111,9 @@ func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.
 	ctx, cancel := context.WithTimeout(WithStartCheck(ctx, mayStart), timeout)
 	defer cancel()
 	p.started = true
+	b.hooks.SendStarting(p.d.row.ID)
 	start := time.Now()
-	res := c.callProvider(ctx, p)
-	if res.Outcome < OutcomeAccepted || res.Outcome > OutcomeMaybeSent {
-		res = Result{Outcome: OutcomeMaybeSent, Text: fmt.Sprintf("provider returned no valid outcome (%d): %s", res.Outcome, res.Text)}
-	}
-	if res.Outcome != OutcomeRetry {
-		res.Unsent = false // only a retry can claim the request never left
-	}
+	res := normalizeResult(c.callProvider(ctx, p))
 	p.res = res
 	if res.Unsent && mayStart() != nil {
 		p.late = true // refused by CheckStart: never started, as far as anyone can tell
@@ -180,8 +123,8 @@ func (c *clientCore) submit(ctx context.Context, p *pair, startBy, sendEnd time.
 	if res.Outcome == OutcomeMaybeSent {
 		c.obs.Ambiguous(p.dev.Transport, false)
 	}
-	if res.Throttle && res.RetryAfter > 0 {
-		c.setThrottle(p.dev.Transport, res.RetryAfter)
+	if wait := throttleFor(res); wait > 0 {
+		c.setThrottle(p.dev.Transport, wait)
 	}
 }
 

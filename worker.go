@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // Start starts the client's workers (Config.Workers runs at a time), its
@@ -21,6 +23,7 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 	claimCtx, cancelClaim := context.WithCancel(ctx)
 	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
 	c.started, c.cancelClaim, c.cancelSend = true, cancelClaim, cancelSend
+	c.hooks = enginetest.From(ctx)
 
 	wakes := make([]chan struct{}, c.cfg.Workers)
 	for i := range wakes {
@@ -35,8 +38,8 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 			c.log.Warn("wake-up listener stopped; relying on polling", slog.Any("error", err))
 		}
 	})
-	for _, w := range wakes {
-		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, w) })
+	for i, w := range wakes {
+		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, i, w) })
 	}
 	c.wg.Go(func() { c.cleanupLoop(claimCtx) })
 	c.log.Info("oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
@@ -57,7 +60,9 @@ func (c *Client[TTx]) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.cancelClaim()
+	hooks := c.hooks
 	c.mu.Unlock()
+	hooks.StopWaiting()
 
 	done := make(chan struct{})
 	go func() {
@@ -149,11 +154,15 @@ func (c *clientCore) wake() {
 	}
 }
 
-func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, wake <-chan struct{}) {
+func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wake <-chan struct{}) {
+	hooks := enginetest.From(claimCtx)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errPause := c.cfg.PollInterval
-	for {
+	for first := true; ; first = false {
+		if !first {
+			hooks.WorkerIdle(worker, len(wake) > 0)
+		}
 		select {
 		case <-claimCtx.Done():
 			return

@@ -85,12 +85,10 @@ func TestFakeRecordsAtArrival(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("the cancelled request got an answer")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fake.Stats().Abandoned == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandoned request never settled: %+v", fake.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	if !fake.WaitStats(wctx, func(st pushtest.FakeStats) bool { return st.Abandoned > 0 }) {
+		t.Fatalf("the abandoned request never settled: %+v", fake.Stats())
 	}
 	if status, err := rustorePost(t.Context(), fake, "live-1"); err != nil || status != http.StatusOK {
 		t.Fatalf("a live send: %d %v", status, err)

@@ -100,11 +100,13 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 				b.Fatal(err)
 			}
 		}
-		for deadline := time.Now().Add(10 * time.Minute); total() < want; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		for _, p := range fakes {
+			if !p.WaitCount(wctx, recipients) {
 				b.Fatalf("after 10 minutes, %d of %d sends", total(), want)
 			}
 		}
+		cancel()
 		// Stop waits for the last records: the drain is over when it returns.
 		for _, c := range cs {
 			if err := c.Stop(ctx); err != nil {

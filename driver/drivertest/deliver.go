@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -68,24 +69,54 @@ func testConcurrentClients[TTx any](t *testing.T, h Harness[TTx]) {
 		})
 		clients = append(clients, c)
 	}
-	for _, c := range clients {
-		if err := c.Start(b.ctx); err != nil {
+	// The race this test names: several clients holding batches at once.
+	var mu sync.Mutex
+	claims := make([]int, len(clients))
+	open, mostOpen := 0, 0
+	for i, c := range clients {
+		hooks := &enginetest.Hooks{
+			OnClaimCommitted: func(_, pairs int) {
+				mu.Lock()
+				defer mu.Unlock()
+				claims[i]++
+				if pairs > 0 {
+					open++
+					mostOpen = max(mostOpen, open)
+				}
+			},
+			OnRecordCommitting: func(int) {
+				mu.Lock()
+				defer mu.Unlock()
+				open--
+			},
+		}
+		if err := c.Start(enginetest.WithHooks(b.ctx, hooks)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	total := func() int {
-		n := 0
-		for _, p := range fakes {
-			n += p.Count()
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Minute)
+	defer cancel()
+	for _, p := range fakes {
+		if !p.WaitCount(ctx, recipients) {
+			t.Fatalf("%s received %d submissions, want %d", p.Transport(), p.Count(), recipients)
 		}
-		return n
 	}
-	waitFor(t, "6,000 submissions", 3*time.Minute, func() bool { return total() >= recipients*devices })
 	for _, c := range clients {
 		if err := c.Stop(b.ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
+	mu.Lock()
+	claimed := 0
+	for _, n := range claims {
+		if n > 0 {
+			claimed++
+		}
+	}
+	if claimed < 2 || mostOpen < 2 {
+		t.Fatalf("batches claimed per client %v, at most %d batches open at once: the clients never raced", claims, mostOpen)
+	}
+	mu.Unlock()
 	seen := map[string]int{}
 	for _, p := range fakes {
 		for _, s := range p.Submissions() {
@@ -562,7 +593,9 @@ func testEligibilityFailingQuery[TTx any](t *testing.T, h Harness[TTx]) {
 
 // testRunBudget: the budget is checked before each send, on the engine's
 // clock. Each send here takes 100 ms of that clock (the provider moves it), so
-// a 300 ms budget admits exactly three, however fast or slow the machine is.
+// a 300 ms budget admits exactly three, however fast or slow the machine is:
+// no real time is read, and the engine's own count of started sends (its
+// hook) must agree with the provider's.
 func testRunBudget[TTx any](t *testing.T, h Harness[TTx]) {
 	var clock *pushtest.Clock
 	b := setup(t, h, func(c *oncepush.Config) {
@@ -581,15 +614,16 @@ func testRunBudget[TTx any](t *testing.T, h Harness[TTx]) {
 		clock.Advance(100 * time.Millisecond)
 		return oncepush.Accepted("slow")
 	})
-	st, err := b.client.RunOnce(b.ctx)
+	var starts enginetest.Counter
+	st, err := b.client.RunOnce(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnSendStarting: func(int64) { starts.Add() }}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !st.BudgetSpent || st.Submitted != 3 || st.Submitted+st.Released != n {
 		t.Fatalf("run stats %+v: want the budget to end the run after 3 sends", st)
 	}
-	if got := b.fcm.Count(); got != st.Submitted {
-		t.Fatalf("provider got %d, run says it submitted %d", got, st.Submitted)
+	if got := b.fcm.Count(); got != st.Submitted || starts.Count() != st.Submitted {
+		t.Fatalf("provider got %d, the engine started %d, run says it submitted %d", got, starts.Count(), st.Submitted)
 	}
 	ds, err := b.client.MessageDeliveries(b.ctx, res.MessageID, 0, 100)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -95,11 +96,15 @@ func testDeleteRecipientMidRun[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// testStopFinishesInFlight: Stop called while a send is in flight waits for
+// it, and its answer is recorded.
 func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
 	b.register("r1", oncepush.TransportFCM)
 	release := holdThen(b.fcm, oncepush.Accepted("finished"))
-	if err := b.client.Start(b.ctx); err != nil {
+	defer release()
+	var waiting enginetest.Counter
+	if err := b.client.Start(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnStopWaiting: waiting.Add})); err != nil {
 		t.Fatal(err)
 	}
 	b.send([]string{"r1"}, msg("in flight"), nil)
@@ -110,7 +115,14 @@ func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.client.Stop(ctx) }()
-	time.Sleep(50 * time.Millisecond) // Stop is now waiting for the send
+	if !waiting.Wait(ctx, 1) {
+		t.Fatal("Stop never began waiting for the send in flight")
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a send was in flight", err)
+	default:
+	}
 	release()
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -151,15 +163,23 @@ func testStopLeavesNoGoroutines[TTx any](t *testing.T, h Harness[TTx]) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	b := setup(t, h, func(c *oncepush.Config) { c.CleanupInterval = 50 * time.Millisecond })
 	b.register("r1", oncepush.TransportFCM, oncepush.TransportAPNs)
-	if err := b.client.Start(b.ctx); err != nil {
+	var cleanups enginetest.Counter
+	if err := b.client.Start(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCleanupDone: cleanups.Add})); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.client.Start(b.ctx); !errors.Is(err, oncepush.ErrAlreadyStarted) {
 		t.Fatalf("second Start: %v", err)
 	}
 	b.send([]string{"r1"}, msg("hi"), nil)
-	waitFor(t, "both devices sent", 10*time.Second, func() bool { return b.fcm.Count() == 1 && b.apns.Count() == 1 })
-	time.Sleep(100 * time.Millisecond) // let cleanup run at least once
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if !b.fcm.WaitCount(ctx, 1) || !b.apns.WaitCount(ctx, 1) {
+		t.Fatalf("not sent to both devices: fcm %d, apns %d", b.fcm.Count(), b.apns.Count())
+	}
+	// Every goroutine of the client has run: the workers, and cleanup.
+	if !cleanups.Wait(ctx, 1) {
+		t.Fatal("the started client never ran its periodic cleanup")
+	}
 	if err := b.client.Stop(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -169,14 +189,27 @@ func testStopLeavesNoGoroutines[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
-	// A long poll interval: only a wake-up can deliver quickly.
-	b := setup(t, h, func(c *oncepush.Config) { c.PollInterval = time.Hour })
+	b := setup(t, h, nil)
 	b.register("r1", oncepush.TransportFCM)
-	if err := b.client.Start(b.ctx); err != nil {
+	quiet := &wakeQuiet{}
+	tap := &listenTap[TTx]{Driver: b.db.Driver(t, 0), woke: quiet.listenerWoke}
+	client := b.newClient(tap, func(c *oncepush.Config) {
+		c.Providers = []oncepush.Provider{b.fcm}
+		c.PollInterval = time.Hour // only a wake-up can deliver at all
+	})
+	if err := client.Start(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnWorkerIdle: quiet.idle})); err != nil {
 		t.Fatal(err)
 	}
-	defer b.client.Stop(context.WithoutCancel(b.ctx))
-	time.Sleep(100 * time.Millisecond) // the first poll is behind us
+	defer client.Stop(context.WithoutCancel(b.ctx))
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	// The listener is connected (its first wake-up, which tells the workers
+	// to look for what they might have missed meanwhile), and every worker
+	// has run on it and is idle with nothing pending: from now on a worker
+	// runs only when a wake-up comes through the listener.
+	if workers := client.Config().Workers; !quiet.wait(ctx, workers) {
+		t.Fatalf("the listener never connected, or its workers never went quiet after it: %s", quiet)
+	}
 	// Another client (another process, in production) sends: the wake-up
 	// must cross between them through the database.
 	sender := b.newClient(b.db.Driver(t, 0), nil)
@@ -184,7 +217,9 @@ func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
 		if _, err := sender.Send(b.ctx, []string{"r1"}, msg(fmt.Sprintf("n%d", i)), nil); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the woken worker to send", 10*time.Second, func() bool { return b.fcm.Count() == i+1 })
+		if !b.fcm.WaitCount(ctx, i+1) {
+			t.Fatalf("send %d: the worker was not woken by another client's send", i+1)
+		}
 	}
 	// SendTx in the sender's own transaction: woken at commit by default, and
 	// by Wake after the commit with DeferWake.
@@ -202,8 +237,94 @@ func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
 		if deferWake {
 			sender.Wake()
 		}
-		waitFor(t, "the worker to be woken by a committed SendTx", 10*time.Second, func() bool { return b.fcm.Count() == 4+i })
+		if !b.fcm.WaitCount(ctx, 4+i) {
+			t.Fatalf("SendTx (DeferWake %v): the worker was not woken by its commit", deferWake)
+		}
 	}
+	if n := b.fcm.Count(); n != 5 {
+		t.Fatalf("%d submissions, want 5", n)
+	}
+}
+
+// listenTap is a driver whose listener reports each wake-up it hands the
+// engine, after handing it.
+type listenTap[TTx any] struct {
+	driver.Driver[TTx]
+	woke func()
+}
+
+func (d *listenTap[TTx]) Listen(ctx context.Context, wake func()) error {
+	return d.Driver.Listen(ctx, func() {
+		wake()
+		d.woke()
+	})
+}
+
+// wakeQuiet tells when a started client's workers are quiet after its
+// listener's latest wake-up: each has reported idle since, with no wake-up
+// pending, so none will run again until the next wake-up.
+type wakeQuiet struct {
+	mu       sync.Mutex
+	listened bool
+	quiet    map[int]bool
+	changed  chan struct{}
+}
+
+func (q *wakeQuiet) listenerWoke() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.listened, q.quiet = true, map[int]bool{}
+	q.notify()
+}
+
+func (q *wakeQuiet) idle(worker int, wakePending bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.listened {
+		q.quiet[worker] = !wakePending
+	}
+	q.notify()
+}
+
+func (q *wakeQuiet) notify() {
+	if q.changed != nil {
+		close(q.changed)
+		q.changed = nil
+	}
+}
+
+// wait blocks until the listener has woken the workers and all of them are
+// quiet, or ctx ends.
+func (q *wakeQuiet) wait(ctx context.Context, workers int) bool {
+	for {
+		q.mu.Lock()
+		n := 0
+		for _, quiet := range q.quiet {
+			if quiet {
+				n++
+			}
+		}
+		if q.listened && n == workers {
+			q.mu.Unlock()
+			return true
+		}
+		if q.changed == nil {
+			q.changed = make(chan struct{})
+		}
+		ch := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (q *wakeQuiet) String() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return fmt.Sprintf("listener woke: %v, quiet workers: %v", q.listened, q.quiet)
 }
 
 // countingObserver counts the engine's events.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -481,33 +483,56 @@ func testCrashAfterClaimSendsNormally[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 // testStopNotHeldByDeadDatabase: a stop whose deadline has passed is not held
-// up by a record that keeps failing (the database is down): the record is
-// tried, and left for recovery, and Stop returns.
+// up by a record that keeps failing (the database is down). The stop arrives
+// while the record pauses between tries, on a pause that never ends by
+// itself: only the deadline can end it. The record then tries once more, at
+// once, gives up, and Stop returns.
 func testStopNotHeldByDeadDatabase[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
 	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
 	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
 	b.register("r1", oncepush.TransportFCM)
 	b.send([]string{"r1"}, msg("down"), nil)
-	answered := make(chan struct{})
-	var once sync.Once
 	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
 		flaky.fail.Store(1 << 30) // the database is gone from here on
-		once.Do(func() { close(answered) })
 		return oncepush.Accepted("ok")
 	})
-	if err := client.Start(b.ctx); err != nil {
+	var mu sync.Mutex
+	var tries []string
+	pausing := make(chan struct{})
+	var once sync.Once
+	hooks := &enginetest.Hooks{
+		OnRecordFailed: func(try int, _ error, last bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			tries = append(tries, fmt.Sprintf("try %d failed, last %v", try, last))
+		},
+		RecordPause: func(time.Duration) <-chan time.Time {
+			once.Do(func() { close(pausing) })
+			return nil // a pause that never ends by itself
+		},
+	}
+	if err := client.Start(enginetest.WithHooks(b.ctx, hooks)); err != nil {
 		t.Fatal(err)
 	}
-	<-answered
+	select {
+	case <-pausing:
+	case <-time.After(time.Minute):
+		t.Fatal("the record never paused after a failed try")
+	}
 	late, cancel := context.WithCancel(b.ctx)
 	cancel() // the stop's deadline has passed already
 	stopped := make(chan error, 1)
 	go func() { stopped <- client.Stop(late) }()
 	select {
 	case <-stopped:
-	case <-time.After(time.Minute):
-		t.Fatal("Stop is still waiting a minute later for a record the dead database refuses")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop is still waiting 30 s after its deadline: the record's pause did not end with it")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"try 1 failed, last false", "try 2 failed, last true"}; !slices.Equal(tries, want) {
+		t.Fatalf("record tries %q, want %q: a pause cut by the deadline, then one last try", tries, want)
 	}
 }
 

@@ -60,7 +60,7 @@ func TestRevokeRacingUncommittedRegistration(t *testing.T) {
 			t.Fatal(err)
 		}
 		waiting = n > 0
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a poll of the exact moment: PostgreSQL signals no lock wait
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

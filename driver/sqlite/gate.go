@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,9 @@ import (
 // busy handler is left to arbitrate between processes only.
 type writeGate struct {
 	mu sync.Mutex
+	// onWait, set only by this package's tests, is called when a writer
+	// finds the gate taken and starts waiting.
+	onWait atomic.Pointer[func()]
 }
 
 // gates holds one gate per database file, shared by every handle of the
@@ -55,6 +59,9 @@ func gateFor(path string) *writeGate {
 func (g *writeGate) enter(ctx context.Context, timeout time.Duration) error {
 	if g.mu.TryLock() {
 		return nil
+	}
+	if f := g.onWait.Load(); f != nil {
+		(*f)()
 	}
 	acquired := make(chan struct{})
 	go func() {

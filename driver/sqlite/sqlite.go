@@ -116,6 +116,9 @@ type Driver struct {
 	opts Options
 	own  bool       // Close closes db
 	gate *writeGate // this process's writers to the file, in turn
+	// onListenPoll, set only by this package's tests, is called after each
+	// poll of the listener (and its wake-up, if the poll called for one).
+	onListenPoll atomic.Pointer[func()]
 	// closed is set by Close: every error after it means the database is
 	// gone (Unavailable).
 	closed atomic.Bool
@@ -462,6 +465,9 @@ func (d *Driver) listenOnce(ctx context.Context, path string, wake func()) error
 		if v != last {
 			last = v
 			wake()
+		}
+		if f := d.onListenPoll.Load(); f != nil {
+			(*f)()
 		}
 	}
 }

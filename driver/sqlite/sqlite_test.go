@@ -358,6 +358,8 @@ func TestWriteTransactionsAreImmediate(t *testing.T) {
 	b := open(t, path, nil)
 	ctx := t.Context()
 	read := make(chan struct{})
+	waiting := make(chan struct{}, 1)
+	sqlite.OnGateWait(b, func() { waiting <- struct{}{} })
 	var errB error
 	var bDone time.Time
 	var wg sync.WaitGroup
@@ -371,7 +373,13 @@ func TestWriteTransactionsAreImmediate(t *testing.T) {
 			return err
 		}
 		close(read)
-		time.Sleep(200 * time.Millisecond) // b's write is waiting for the lock meanwhile
+		// In one process a writer waits at the file's write gate, before
+		// SQLite's own lock: b's write is waiting once it is there.
+		select {
+		case <-waiting:
+		case <-time.After(10 * time.Second):
+			return errors.New("the other handle's write never waited for the open transaction")
+		}
 		_, err := ex.SessionRevoke(ctx, "session-a", nil)
 		return err
 	})
@@ -478,6 +486,15 @@ func TestListenWakesOnAnotherHandlesCommit(t *testing.T) {
 	// Reads change nothing, nor does a claim that finds nothing due (a write
 	// transaction that writes nothing): no wake-up, so workers woken by their
 	// own commits do not wake each other forever.
+	var polls atomic.Int64
+	polled := make(chan struct{}, 1)
+	sqlite.OnListenPoll(listener, func() {
+		polls.Add(1)
+		select {
+		case polled <- struct{}{}:
+		default: // the test reads the count; the signal only wakes it
+		}
+	})
 	for range 5 {
 		if _, err := writer.Exec().DeviceListByRecipient(t.Context(), "anyone"); err != nil {
 			t.Fatal(err)
@@ -493,7 +510,16 @@ func TestListenWakesOnAnotherHandlesCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(5 * sqlite.ListenInterval)
+	// Two polls that began after the last of those transactions: the first
+	// may have been under way during it, the second read what it left.
+	after := polls.Load()
+	for polls.Load() < after+2 {
+		select {
+		case <-polled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the listener stopped polling")
+		}
+	}
 	if n := len(wakes); n != 0 {
 		t.Fatalf("%d wake-ups while nobody wrote", n)
 	}

@@ -361,6 +361,8 @@ func testCLI(t *testing.T, bin string, db database) {
 	// keys revoke: the running server refuses the key once its lookup cache
 	// (server.KeyCacheTTLDefault, the documented bound) has let go of it.
 	runOK(t, bin, "keys", "revoke", "--database", dbURL, id)
+	// Time passing is the subject, in the server process (no hook reaches
+	// it): longer than the TTL, the wait cannot be too short.
 	time.Sleep(server.KeyCacheTTLDefault + 100*time.Millisecond)
 	status, b = s.call(key, http.MethodPost, "/v1/notifications", notify)
 	if p := problemOf(t, b); status != http.StatusUnauthorized || p.Code != server.CodeUnauthorized {
@@ -452,7 +454,9 @@ func testSplitProcesses(t *testing.T, bin string, db database) {
 		api.register(r, oncepush.TransportAPNs, tok)
 	}
 	first := api.send(map[string]any{"recipients": recipients[:1], "title": "before the workers"})
-	// The API process alone delivers nothing, however long it runs.
+	// The API process alone delivers nothing, however long it runs. Time
+	// passing is the subject: a worker would have polled (every 1 s) by now;
+	// a loaded machine can make this pass without a poll, never fail it.
 	time.Sleep(1500 * time.Millisecond)
 	if reqs := f.requests(""); len(reqs) != 0 {
 		t.Fatalf("serve --no-workers delivered: %+v", reqs)

@@ -393,6 +393,8 @@ func doJSON(t *testing.T, c *http.Client, method, u, key string, body any) (int,
 }
 
 // eventually polls cond until it holds, failing the test after waitTimeout.
+// It polls what child processes show (over HTTP, in their output): no hook of
+// the engine reaches another process.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)

@@ -95,8 +95,8 @@ func benchProvider(b *testing.B, tr oncepush.Transport, latency time.Duration, n
 		if err := client.Start(ctx); err != nil {
 			b.Fatal(err)
 		}
-		for fake.Count() < n {
-			time.Sleep(time.Millisecond)
+		if !fake.WaitCount(ctx, n) {
+			b.Fatalf("%d requests answered, want %d", fake.Count(), n)
 		}
 		if err := client.Stop(ctx); err != nil {
 			b.Fatal(err)

@@ -18,3 +18,23 @@ func WaitCount(ctx context.Context, n int, read func() (int, <-chan struct{})) b
 		}
 	}
 }
+
+// WaitStats blocks until cond holds for the fake's stats, or ctx ends, and
+// reports whether it got there: a test waits for a request to settle (say, as
+// abandoned) on the fake's own signal rather than polling.
+func (s *Server) WaitStats(ctx context.Context, cond func(Stats) bool) bool {
+	for {
+		s.mu.Lock()
+		next := s.notify
+		s.mu.Unlock()
+		// Read after taking the channel: a change in between closes it.
+		if cond(s.Stats()) {
+			return true
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

@@ -1,0 +1,174 @@
+// Package enginetest holds the delivery engine's test hooks: callbacks at the
+// moments a concurrency test names — a claim committed, a send about to start,
+// a record about to commit — so the test waits for that exact moment instead
+// of sleeping and hoping it happened.
+//
+// A test attaches Hooks to the context of the call that runs the engine
+// (Client.Start, Drain or RunOnce) with WithHooks, as net/http/httptrace
+// attaches a ClientTrace to a request; Stop uses the hooks of the Start it
+// stops. The engine looks them up once per run and calls them through methods
+// that do nothing on a nil *Hooks or an unset field, so without hooks a run
+// costs one context lookup. Hooks run on the engine's goroutines, some
+// concurrently (OnSendStarting); one that blocks holds the engine at its
+// moment. See docs/architecture.md, "Test hooks".
+package enginetest
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Hooks are the engine's test hooks. Every field may be nil.
+type Hooks struct {
+	// OnClaimCommitted is called after a claim that leased deliveries has
+	// committed, before anything is marked or sent: leased deliveries, of
+	// which pairs (delivery, device) are to be sent.
+	OnClaimCommitted func(leased, pairs int)
+	// OnSendStarting is called immediately before a provider call, after the
+	// engine's last check that the send may start. Concurrent sends call it
+	// concurrently.
+	OnSendStarting func(deliveryID int64)
+	// OnRecordCommitting is called inside the record's transaction once its
+	// statements have run, just before COMMIT, with the number of deliveries
+	// recorded. The transaction, and the rows it locked, stay open until it
+	// returns.
+	OnRecordCommitting func(deliveries int)
+	// OnRecordFailed is called when a try of the record failed: the record
+	// pauses and tries again, or, when last, gives up.
+	OnRecordFailed func(try int, err error, last bool)
+	// RecordPause, when set, replaces the real timer of the record's pause
+	// of length d between tries: the pause ends when the returned channel
+	// yields — or when the run's send context ends, whichever comes first.
+	RecordPause func(d time.Duration) <-chan time.Time
+	// OnWorkerIdle is called when a started client's worker (0 to
+	// Config.Workers − 1) has finished its runs and waits for a wake-up or
+	// its poll; wakePending says a wake-up is already waiting for it, so it
+	// will run again at once.
+	OnWorkerIdle func(worker int, wakePending bool)
+	// OnStopWaiting is called when Stop has stopped claiming and waits for
+	// the sends in flight.
+	OnStopWaiting func()
+	// OnCleanupDone is called when a started client's periodic cleanup round
+	// has ended (whether or not it held the lock, or failed).
+	OnCleanupDone func()
+}
+
+type hooksKey struct{}
+
+// WithHooks returns a context that carries h to the engine call it is given to.
+func WithHooks(ctx context.Context, h *Hooks) context.Context {
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+// From returns the hooks ctx carries, or nil.
+func From(ctx context.Context) *Hooks {
+	h, _ := ctx.Value(hooksKey{}).(*Hooks)
+	return h
+}
+
+// ClaimCommitted calls OnClaimCommitted if set.
+func (h *Hooks) ClaimCommitted(leased, pairs int) {
+	if h != nil && h.OnClaimCommitted != nil {
+		h.OnClaimCommitted(leased, pairs)
+	}
+}
+
+// SendStarting calls OnSendStarting if set.
+func (h *Hooks) SendStarting(deliveryID int64) {
+	if h != nil && h.OnSendStarting != nil {
+		h.OnSendStarting(deliveryID)
+	}
+}
+
+// RecordCommitting calls OnRecordCommitting if set.
+func (h *Hooks) RecordCommitting(deliveries int) {
+	if h != nil && h.OnRecordCommitting != nil {
+		h.OnRecordCommitting(deliveries)
+	}
+}
+
+// RecordFailed calls OnRecordFailed if set.
+func (h *Hooks) RecordFailed(try int, err error, last bool) {
+	if h != nil && h.OnRecordFailed != nil {
+		h.OnRecordFailed(try, err, last)
+	}
+}
+
+// Pause returns the channel that ends a record pause of d: RecordPause's if
+// set, else a real timer's.
+func (h *Hooks) Pause(d time.Duration) <-chan time.Time {
+	if h != nil && h.RecordPause != nil {
+		return h.RecordPause(d)
+	}
+	return time.After(d)
+}
+
+// WorkerIdle calls OnWorkerIdle if set.
+func (h *Hooks) WorkerIdle(worker int, wakePending bool) {
+	if h != nil && h.OnWorkerIdle != nil {
+		h.OnWorkerIdle(worker, wakePending)
+	}
+}
+
+// StopWaiting calls OnStopWaiting if set.
+func (h *Hooks) StopWaiting() {
+	if h != nil && h.OnStopWaiting != nil {
+		h.OnStopWaiting()
+	}
+}
+
+// CleanupDone calls OnCleanupDone if set.
+func (h *Hooks) CleanupDone() {
+	if h != nil && h.OnCleanupDone != nil {
+		h.OnCleanupDone()
+	}
+}
+
+// Counter counts the calls of a hook and lets a test wait for the n-th: give
+// its Add to a hook (directly, or from a hook that does more).
+type Counter struct {
+	mu   sync.Mutex
+	n    int
+	next chan struct{} // closed at the next Add
+}
+
+// Add counts one call.
+func (c *Counter) Add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.next != nil {
+		close(c.next)
+		c.next = nil
+	}
+}
+
+// Count returns the calls counted so far.
+func (c *Counter) Count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Wait blocks until at least n calls were counted or ctx ends, and reports
+// whether it got there.
+func (c *Counter) Wait(ctx context.Context, n int) bool {
+	for {
+		c.mu.Lock()
+		if c.n >= n {
+			c.mu.Unlock()
+			return true
+		}
+		if c.next == nil {
+			c.next = make(chan struct{})
+		}
+		next := c.next
+		c.mu.Unlock()
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package oncepush
+
+import (
+	"strings"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/backoff"
+)
+
+// The run's decisions — what to finish, what to send, what to record — are
+// functions of their inputs, beside the phase that does the I/O:
+// claim_plan.go, submit_plan.go, record_plan.go. They read no clock, call no
+// driver or provider and log nothing, so they are tested without a database.
+// This file holds what they share. See docs/architecture.md.
+
+// planRules is the part of the configuration the plans read.
+type planRules struct {
+	maxAttempts            int
+	backoffMin, backoffMax time.Duration
+	// jitter draws the backoff's jitter in [0, 1); nil draws at random.
+	jitter func() float64
+	// providers are the transports served; a device of any other is settled
+	// as rejected. Only the keys are read.
+	providers map[Transport]Provider
+}
+
+func (c *clientCore) planRules() planRules {
+	return planRules{
+		maxAttempts: c.cfg.MaxAttempts,
+		backoffMin:  c.cfg.BackoffMin,
+		backoffMax:  c.cfg.BackoffMax,
+		providers:   c.providers,
+	}
+}
+
+func (r planRules) serves(t Transport) bool {
+	_, ok := r.providers[t]
+	return ok
+}
+
+// settled reports whether a ledger state needs no further submission.
+func settled(state string, policy AmbiguityPolicy) bool {
+	switch state {
+	case driver.AttemptAccepted, driver.AttemptInvalid, driver.AttemptRejected:
+		return true
+	case driver.AttemptAmbiguous:
+		return policy == AmbiguityAtMostOnce
+	}
+	return false
+}
+
+// finalStatus is the status of a delivery with nothing left to try.
+func (d *delivery) finalStatus(hasDevices bool) string {
+	switch {
+	case d.accepted:
+		return driver.StatusSent
+	case d.ambiguous:
+		return driver.StatusAmbiguous
+	case !hasDevices:
+		return driver.StatusNoDevices
+	}
+	return driver.StatusFailed
+}
+
+// end finishes a delivery with status, recording this run's errors if any. A
+// delivery that some device accepted ends sent, whatever ended it — expiry,
+// a skip, a delay past its lifetime: the device has the notification.
+func (d *delivery) end(status string) driver.DeliveryUpdate {
+	if d.accepted {
+		status = driver.StatusSent
+	}
+	return driver.DeliveryUpdate{ID: d.row.ID, Status: status, Attempts: d.attempts, LastError: d.lastError()}
+}
+
+// note adds a text to the delivery's last error.
+func (d *delivery) note(text string) { d.errs = append(d.errs, text) }
+
+// lastError is the delivery's recorded text: this run's notes, made storable
+// (they hold words of code oncepush does not own: providers, rules, panics).
+func (d *delivery) lastError() *string {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	s := storableText(strings.Join(d.errs, "; "))
+	return &s
+}
+
+// retryOrEnd counts a retryable failure: the delivery backs off (at least
+// wait), or ends when it has used its attempts.
+func (r planRules) retryOrEnd(d *delivery, text string, wait time.Duration, hasDevices bool) driver.DeliveryUpdate {
+	if text != "" {
+		d.note(text)
+	}
+	d.attempts++
+	if d.attempts >= r.maxAttempts {
+		return d.end(d.finalStatus(hasDevices))
+	}
+	delay := max(backoff.Delay(d.attempts, r.backoffMin, r.backoffMax, r.jitter), wait)
+	return driver.DeliveryUpdate{ID: d.row.ID, Status: driver.StatusPending, Attempts: d.attempts, Delay: delay, LastError: d.lastError()}
+}
