@@ -154,7 +154,7 @@ func (c *Client[TTx]) cleanupLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if _, err := c.Cleanup(ctx); err != nil && ctx.Err() == nil {
-			c.log.Error("cleanup failed", slog.Any("error", err))
+			c.log.ErrorContext(ctx, "cleanup failed", slog.Any("error", err))
 		}
 		hooks.CleanupDone()
 		t.Reset(c.cfg.CleanupInterval)

@@ -59,7 +59,7 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 		if last {
 			break
 		}
-		c.log.Warn("recording outcomes failed; retrying while the lease holds", slog.Int("try", try), slog.Any("error", err))
+		c.log.WarnContext(sendCtx, "recording outcomes failed; retrying while the lease holds", slog.Int("try", try), slog.Any("error", err))
 		// The pause ends early when the stop's deadline passes: the next
 		// try is then the last, made at once.
 		select {
@@ -68,7 +68,7 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 		}
 		pause = min(2*pause, time.Second)
 	}
-	c.log.Error("recording outcomes failed until the lease could have expired; the batch's deliveries will be recovered as ambiguous",
+	c.log.ErrorContext(sendCtx, "recording outcomes failed until the lease could have expired; the batch's deliveries will be recovered as ambiguous",
 		slog.Int64("lease_id", b.leaseID), slog.Int("deliveries", len(b.deliveries)), slog.Any("error", err))
 	return fmt.Errorf("oncepush: record: %w", err)
 }

@@ -41,7 +41,7 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 		}
 		owned, err := c.markSending(claimCtx, b, wave)
 		if err != nil {
-			c.log.Error("marking pairs sending failed; the rest of the batch is released",
+			c.log.ErrorContext(sendCtx, "marking pairs sending failed; the rest of the batch is released",
 				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(wave)), slog.Any("error", err))
 			break
 		}

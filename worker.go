@@ -35,14 +35,14 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 
 	c.wg.Go(func() {
 		if err := c.driver.Listen(claimCtx, c.wake); err != nil {
-			c.log.Warn("wake-up listener stopped; relying on polling", slog.Any("error", err))
+			c.log.WarnContext(claimCtx, "wake-up listener stopped; relying on polling", slog.Any("error", err))
 		}
 	})
 	for i, w := range wakes {
 		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, i, w) })
 	}
 	c.wg.Go(func() { c.cleanupLoop(claimCtx) })
-	c.log.Info("oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
+	c.log.InfoContext(ctx, "oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
 		slog.Int("batch_size", c.cfg.BatchSize), slog.Int("providers", len(c.providers)))
 	return nil
 }
@@ -85,7 +85,7 @@ func (c *Client[TTx]) Stop(ctx context.Context) error {
 	c.wakeMu.Lock()
 	c.wakers = nil
 	c.wakeMu.Unlock()
-	c.log.Info("oncepush client stopped")
+	c.log.InfoContext(ctx, "oncepush client stopped")
 	return err
 }
 
@@ -173,7 +173,7 @@ func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wa
 			s, err := c.run(claimCtx, sendCtx)
 			if err != nil {
 				if claimCtx.Err() == nil {
-					c.log.Error("delivery run failed", slog.Any("error", err))
+					c.log.ErrorContext(sendCtx, "delivery run failed", slog.Any("error", err))
 				}
 				// Pause longer while the database keeps failing.
 				poll.Reset(errPause)
