@@ -467,84 +467,17 @@ func (r *reply) wantProblem(t *testing.T, status int, code, field string) proble
 	return p
 }
 
-// The answers' shapes, as a client reads them.
+// The answers' shapes are the server's own (see export_test.go).
 type (
-	sendAnswer struct {
-		ID         int64 `json:"id"`
-		Queued     int   `json:"queued"`
-		Duplicates int   `json:"duplicates"`
-		Duplicate  bool  `json:"duplicate"`
-	}
-	notificationView struct {
-		ID                int64          `json:"id"`
-		Type              string         `json:"type"`
-		Title             string         `json:"title"`
-		Body              string         `json:"body"`
-		Data              map[string]any `json:"data"`
-		Link              string         `json:"link"`
-		Image             string         `json:"image"`
-		Category          string         `json:"category"`
-		Ambiguity         string         `json:"ambiguity"`
-		ScheduledAt       time.Time      `json:"scheduledAt"`
-		ExpiresAt         time.Time      `json:"expiresAt"`
-		CreatedAt         time.Time      `json:"createdAt"`
-		Counts            map[string]int `json:"counts"`
-		AmbiguousAttempts int            `json:"ambiguousAttempts"`
-	}
-	deliveryView struct {
-		ID             int64         `json:"id"`
-		NotificationID int64         `json:"notificationId"`
-		Recipient      string        `json:"recipient"`
-		OncepushID     string        `json:"oncepushId"`
-		DedupeKey      string        `json:"dedupeKey"`
-		Status         string        `json:"status"`
-		Attempts       int           `json:"attempts"`
-		NextAttemptAt  *time.Time    `json:"nextAttemptAt"`
-		LastError      string        `json:"lastError"`
-		CreatedAt      time.Time     `json:"createdAt"`
-		FinishedAt     *time.Time    `json:"finishedAt"`
-		Devices        []attemptView `json:"devices"`
-	}
-	attemptView struct {
-		DeviceID    int64      `json:"deviceId"`
-		Transport   string     `json:"transport"`
-		State       string     `json:"state"`
-		Submissions int        `json:"submissions"`
-		Ambiguous   int        `json:"ambiguous"`
-		ProviderID  string     `json:"providerId"`
-		Error       string     `json:"error"`
-		FirstSentAt *time.Time `json:"firstSentAt"`
-		LastSentAt  *time.Time `json:"lastSentAt"`
-	}
-	deliveryPage struct {
-		Deliveries []deliveryView `json:"deliveries"`
-		NextCursor *string        `json:"nextCursor"`
-	}
-	deviceView struct {
-		ID           int64     `json:"id"`
-		Recipient    string    `json:"recipient"`
-		Transport    string    `json:"transport"`
-		Token        string    `json:"token"`
-		Platform     string    `json:"platform"`
-		Session      string    `json:"session"`
-		Locale       string    `json:"locale"`
-		TimeZone     string    `json:"timeZone"`
-		CreatedAt    time.Time `json:"createdAt"`
-		RegisteredAt time.Time `json:"registeredAt"`
-	}
-	devicePage struct {
-		Devices    []deviceView `json:"devices"`
-		NextCursor *string      `json:"nextCursor"`
-	}
-	quietHours struct {
-		Start    string `json:"start"`
-		End      string `json:"end"`
-		TimeZone string `json:"timeZone"`
-	}
-	preferences struct {
-		OptOut     []string    `json:"optOut"`
-		QuietHours *quietHours `json:"quietHours"`
-	}
+	sendAnswer       = server.SendAnswer
+	notificationView = server.NotificationView
+	deliveryView     = server.DeliveryView
+	attemptView      = server.AttemptView
+	deliveryPage     = server.DeliveryPage
+	deviceView       = server.DeviceView
+	devicePage       = server.DevicePage
+	preferences      = server.Preferences
+	quietHours       = server.QuietHours
 )
 
 // obj is a JSON object to send.

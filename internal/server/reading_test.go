@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -51,10 +52,12 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 		if n.AmbiguousAttempts != 1 {
 			t.Errorf("ambiguousAttempts %d, want 1", n.AmbiguousAttempts)
 		}
+		var data map[string]any
+		_ = json.Unmarshal(n.Data, &data) // as stored; a missing or broken one fails below
 		if n.ID != a.ID || n.Type != "digest.daily" || n.Title != "Your digest" || n.Body != "Five new posts" ||
 			n.Link != "/digest" || n.Image != "https://cdn.example.com/d.png" || n.Category != "news" || n.Ambiguity != "at-most-once" ||
-			fmt.Sprint(n.Data["posts"]) != "5" || n.Data["tag"] != "daily" {
-			t.Errorf("content: %+v", n)
+			fmt.Sprint(data["posts"]) != "5" || data["tag"] != "daily" {
+			t.Errorf("content: %+v (data %s)", n, n.Data)
 		}
 		if !n.ScheduledAt.Equal(epoch) || !n.ExpiresAt.Equal(epoch.Add(time.Hour)) || !n.CreatedAt.Equal(epoch) {
 			t.Errorf("times: scheduled %s, expires %s, created %s; want %s, +1h, %s", n.ScheduledAt, n.ExpiresAt, n.CreatedAt, epoch, epoch)
