@@ -37,6 +37,28 @@ import (
 // spec is the OpenAPI document every exchange of these tests is checked against.
 var spec = sync.OnceValues(func() (*openapitest.Spec, error) { return openapitest.Load(api.OpenAPI) })
 
+// mustSpec is the OpenAPI document, for tests that walk its operations.
+func mustSpec(t *testing.T) *openapitest.Spec {
+	t.Helper()
+	s, err := spec()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	return s
+}
+
+// probePath fills a documented path's parameters with values of their shape,
+// for requests whose answer does not depend on what they name.
+var probePath = strings.NewReplacer("{id}", "1", "{recipient}", "u_probe", "{session}", "s_probe").Replace
+
+// probeBody is a body for op: an empty object where it takes one.
+func probeBody(op openapitest.Operation) any {
+	if op.RequestBody {
+		return obj{}
+	}
+	return nil
+}
+
 // TestMain lists, with -v, the documented responses no test exercised.
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -253,12 +275,8 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 			t.Fatalf("RefreshBacklog: %v", err)
 		}
 	}
-	s, err := spec()
-	if err != nil {
-		t.Fatalf("the OpenAPI document: %v", err)
-	}
 	e.url = ts.URL
-	e.http = &http.Client{Transport: &leakCheck{e: e, next: s.Transport(t, ts.Client().Transport)}}
+	e.http = &http.Client{Transport: &leakCheck{e: e, next: mustSpec(t).Transport(t, ts.Client().Transport)}}
 	e.store = store.Exec()
 	e.drain = func() {
 		t.Helper()
