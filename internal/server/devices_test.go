@@ -11,7 +11,7 @@ import (
 	"github.com/oncepush/oncepush"
 )
 
-// Every answer of these tests is also checked for tokens by env's leakCheck.
+// Every answer of these tests is also checked for tokens by env.checkAnswer.
 
 func (e *env) devices(recipient string) []deviceView {
 	e.t.Helper()
