@@ -2,10 +2,8 @@ package server_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,20 +20,8 @@ type serverSource struct {
 
 func readServerSource(t *testing.T) *serverSource {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := &serverSource{codes: map[string]bool{}}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseServerSource(t, 0) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n, ok := n.(*ast.ValueSpec); ok {
 				for i, id := range n.Names {
