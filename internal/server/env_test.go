@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -300,12 +301,20 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 // key stores a new API key with the scopes and returns it.
 func (e *env) key(scopes ...string) string {
 	e.t.Helper()
+	k := apikey.Key(e.unknownKey())
+	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
+		e.t.Fatalf("APIKeyInsert: %v", err)
+	}
+	return string(k)
+}
+
+// unknownKey makes a well-formed API key, stored nowhere, and records it as
+// a secret.
+func (e *env) unknownKey() string {
+	e.t.Helper()
 	k, err := apikey.New()
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
-		e.t.Fatalf("APIKeyInsert: %v", err)
 	}
 	e.secret(string(k))
 	return string(k)
@@ -523,16 +532,46 @@ func (e *env) token(tr oncepush.Transport) string {
 	return tok
 }
 
-// register registers a device of the transport for the recipient over HTTP.
+// register registers a device of the transport, with a new token, for the
+// recipient over HTTP.
 func (e *env) register(recipient string, tr oncepush.Transport, extra obj) deviceView {
 	e.t.Helper()
 	body := obj{"transport": string(tr), "token": e.token(tr)}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var d deviceView
-	e.do("PUT", "/v1/recipients/"+recipient+"/devices", e.admin, body).want(e.t, http.StatusOK).decode(e.t, &d)
-	return d
+	maps.Copy(body, extra)
+	return e.putDevice(recipient, body)
+}
+
+// answerOf sends a request with the admin key, expects 200 and reads the
+// answer as a T.
+func answerOf[T any](e *env, method, path string, body any) T {
+	e.t.Helper()
+	var v T
+	e.do(method, path, e.admin, body).want(e.t, http.StatusOK).decode(e.t, &v)
+	return v
+}
+
+// putDevice registers the device the body describes for the recipient.
+func (e *env) putDevice(recipient string, body any) deviceView {
+	e.t.Helper()
+	return answerOf[deviceView](e, "PUT", "/v1/recipients/"+recipient+"/devices", body)
+}
+
+// preferences reads the recipient's preferences.
+func (e *env) preferences(recipient string) preferences {
+	e.t.Helper()
+	return answerOf[preferences](e, "GET", "/v1/recipients/"+recipient+"/preferences", nil)
+}
+
+// putPreferences replaces the recipient's preferences and returns the answer.
+func (e *env) putPreferences(recipient string, body any) preferences {
+	e.t.Helper()
+	return answerOf[preferences](e, "PUT", "/v1/recipients/"+recipient+"/preferences", body)
+}
+
+// deliveryPage reads one page of a deliveries list.
+func (e *env) deliveryPage(path string) deliveryPage {
+	e.t.Helper()
+	return answerOf[deliveryPage](e, "GET", path, nil)
 }
 
 // rows counts the ledger's rows per table.
@@ -570,8 +609,7 @@ func (e *env) deliveries(path string) []deliveryView {
 		if cursor != "" {
 			p += "?cursor=" + cursor
 		}
-		var page deliveryPage
-		e.do("GET", p, e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &page)
+		page := e.deliveryPage(p)
 		out = append(out, page.Deliveries...)
 		if page.NextCursor == nil {
 			return out
@@ -585,7 +623,5 @@ func (e *env) deliveries(path string) []deliveryView {
 // notification reads GET /v1/notifications/{id}.
 func (e *env) notification(id int64) notificationView {
 	e.t.Helper()
-	var n notificationView
-	e.do("GET", fmt.Sprintf("/v1/notifications/%d", id), e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &n)
-	return n
+	return answerOf[notificationView](e, "GET", fmt.Sprintf("/v1/notifications/%d", id), nil)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,16 +51,12 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		const prefs = "/v1/recipients/u_1/preferences"
 		ok := func(extra obj) obj { // a valid notification, changed by extra
 			b := obj{"recipients": []string{"u_1"}, "title": "Hello"}
-			for k, v := range extra {
-				b[k] = v
-			}
+			maps.Copy(b, extra)
 			return b
 		}
 		device := func(extra obj) obj {
 			b := obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM)}
-			for k, v := range extra {
-				b[k] = v
-			}
+			maps.Copy(b, extra)
 			return b
 		}
 		quiet := func(extra obj) obj {

@@ -20,7 +20,7 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 		ambDev := e.register("u_amb", oncepush.TransportAPNs, nil)
 		rejDev := e.register("u_rej", oncepush.TransportRuStore, nil)
 		e.register("u_out", oncepush.TransportFCM, nil)
-		e.do("PUT", "/v1/recipients/u_out/preferences", e.admin, obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
+		e.putPreferences("u_out", obj{"optOut": []string{"news"}})
 		e.apns.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
 			return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written"}
 		})
@@ -129,8 +129,7 @@ func TestDeliveriesPagination(t *testing.T) {
 			if page == 5 {
 				t.Fatal("more than 5 pages")
 			}
-			var p deliveryPage
-			e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+			p := e.deliveryPage(path)
 			sizes = append(sizes, len(p.Deliveries))
 			for _, d := range p.Deliveries {
 				got = append(got, d.Recipient)
@@ -156,12 +155,11 @@ func TestDeliveriesPagination(t *testing.T) {
 		}
 
 		// An exact fit ends with a null cursor too, and limit defaults to a page of 100.
-		var p deliveryPage
-		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries?limit=5", a.ID), e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		p := e.deliveryPage(fmt.Sprintf("/v1/notifications/%d/deliveries?limit=5", a.ID))
 		if len(p.Deliveries) != 5 || p.NextCursor != nil {
 			t.Errorf("limit 5 over 5 deliveries: %d deliveries, cursor %v", len(p.Deliveries), p.NextCursor)
 		}
-		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID), e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		p = e.deliveryPage(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID))
 		if len(p.Deliveries) != 5 || p.NextCursor != nil {
 			t.Errorf("default limit: %d deliveries, cursor %v", len(p.Deliveries), p.NextCursor)
 		}
@@ -184,12 +182,11 @@ func TestRecipientHistory(t *testing.T) {
 		}
 		e.drain()
 
-		var first, second deliveryPage
-		e.do("GET", "/v1/recipients/u_h/deliveries?limit=2", e.admin, nil).want(t, http.StatusOK).decode(t, &first)
+		first := e.deliveryPage("/v1/recipients/u_h/deliveries?limit=2")
 		if len(first.Deliveries) != 2 || first.NextCursor == nil {
 			t.Fatalf("first page: %d deliveries, cursor %v; want 2 and a cursor", len(first.Deliveries), first.NextCursor)
 		}
-		e.do("GET", "/v1/recipients/u_h/deliveries?limit=2&cursor="+*first.NextCursor, e.admin, nil).want(t, http.StatusOK).decode(t, &second)
+		second := e.deliveryPage("/v1/recipients/u_h/deliveries?limit=2&cursor=" + *first.NextCursor)
 		if len(second.Deliveries) != 1 || second.NextCursor != nil {
 			t.Fatalf("second page: %d deliveries, cursor %v; want 1 and null", len(second.Deliveries), second.NextCursor)
 		}

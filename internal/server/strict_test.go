@@ -120,7 +120,7 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 
 		// What must survive every refused request.
 		e.register("u_1", oncepush.TransportFCM, nil)
-		e.do("PUT", prefs, e.admin, obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
+		e.putPreferences("u_1", obj{"optOut": []string{"news"}})
 		kept := e.do("GET", prefs, e.admin, nil).want(t, http.StatusOK).body
 		for _, tc := range cases {
 			r := e.refused(t, badRequest{
