@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 // Every answer of these tests is also checked for tokens by env.checkAnswer.
 
-func (e *env) devices(recipient string) []deviceView {
+func (e *env) devices(recipient string) []server.DeviceView {
 	e.t.Helper()
-	p := answerOf[devicePage](e, "GET", "/v1/recipients/"+recipient+"/devices", nil)
+	p := answerOf[server.DevicePage](e, "GET", "/v1/recipients/"+recipient+"/devices", nil)
 	if p.NextCursor != nil {
 		e.t.Errorf("devices of %s: nextCursor %q, want null", recipient, *p.NextCursor)
 	}
@@ -78,7 +79,7 @@ func TestRegisterAndListDevices(t *testing.T) {
 func TestRecipientKeepsTenDevices(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		var first deviceView
+		var first server.DeviceView
 		for i := range 12 {
 			d := e.register("u_1", oncepush.TransportRuStore, nil)
 			if i == 0 {

@@ -478,26 +478,13 @@ func (r *reply) wantProblem(t *testing.T, status int, code, field string) proble
 	return p
 }
 
-// The answers' shapes are the server's own (see export_test.go).
-type (
-	sendAnswer       = server.SendAnswer
-	notificationView = server.NotificationView
-	deliveryView     = server.DeliveryView
-	attemptView      = server.AttemptView
-	deliveryPage     = server.DeliveryPage
-	deviceView       = server.DeviceView
-	devicePage       = server.DevicePage
-	preferences      = server.Preferences
-	quietHours       = server.QuietHours
-)
-
 // obj is a JSON object to send.
 type obj = map[string]any
 
 // send posts a notification and expects 202.
-func (e *env) send(key string, body any, header ...string) sendAnswer {
+func (e *env) send(key string, body any, header ...string) server.SendAnswer {
 	e.t.Helper()
-	var a sendAnswer
+	var a server.SendAnswer
 	e.do("POST", "/v1/notifications", key, body, header...).want(e.t, http.StatusAccepted).decode(e.t, &a)
 	return a
 }
@@ -534,7 +521,7 @@ func (e *env) token(tr oncepush.Transport) string {
 
 // register registers a device of the transport, with a new token, for the
 // recipient over HTTP.
-func (e *env) register(recipient string, tr oncepush.Transport, extra obj) deviceView {
+func (e *env) register(recipient string, tr oncepush.Transport, extra obj) server.DeviceView {
 	e.t.Helper()
 	body := obj{"transport": string(tr), "token": e.token(tr)}
 	maps.Copy(body, extra)
@@ -551,27 +538,27 @@ func answerOf[T any](e *env, method, path string, body any) T {
 }
 
 // putDevice registers the device the body describes for the recipient.
-func (e *env) putDevice(recipient string, body any) deviceView {
+func (e *env) putDevice(recipient string, body any) server.DeviceView {
 	e.t.Helper()
-	return answerOf[deviceView](e, "PUT", "/v1/recipients/"+recipient+"/devices", body)
+	return answerOf[server.DeviceView](e, "PUT", "/v1/recipients/"+recipient+"/devices", body)
 }
 
 // preferences reads the recipient's preferences.
-func (e *env) preferences(recipient string) preferences {
+func (e *env) preferences(recipient string) server.Preferences {
 	e.t.Helper()
-	return answerOf[preferences](e, "GET", "/v1/recipients/"+recipient+"/preferences", nil)
+	return answerOf[server.Preferences](e, "GET", "/v1/recipients/"+recipient+"/preferences", nil)
 }
 
 // putPreferences replaces the recipient's preferences and returns the answer.
-func (e *env) putPreferences(recipient string, body any) preferences {
+func (e *env) putPreferences(recipient string, body any) server.Preferences {
 	e.t.Helper()
-	return answerOf[preferences](e, "PUT", "/v1/recipients/"+recipient+"/preferences", body)
+	return answerOf[server.Preferences](e, "PUT", "/v1/recipients/"+recipient+"/preferences", body)
 }
 
 // deliveryPage reads one page of a deliveries list.
-func (e *env) deliveryPage(path string) deliveryPage {
+func (e *env) deliveryPage(path string) server.DeliveryPage {
 	e.t.Helper()
-	return answerOf[deliveryPage](e, "GET", path, nil)
+	return answerOf[server.DeliveryPage](e, "GET", path, nil)
 }
 
 // rows counts the ledger's rows per table.
@@ -600,9 +587,9 @@ func (e *env) submissions() int {
 }
 
 // deliveries reads every page of a deliveries list.
-func (e *env) deliveries(path string) []deliveryView {
+func (e *env) deliveries(path string) []server.DeliveryView {
 	e.t.Helper()
-	var out []deliveryView
+	var out []server.DeliveryView
 	cursor := ""
 	for range 100 {
 		p := path
@@ -621,7 +608,7 @@ func (e *env) deliveries(path string) []deliveryView {
 }
 
 // notification reads GET /v1/notifications/{id}.
-func (e *env) notification(id int64) notificationView {
+func (e *env) notification(id int64) server.NotificationView {
 	e.t.Helper()
-	return answerOf[notificationView](e, "GET", fmt.Sprintf("/v1/notifications/%d", id), nil)
+	return answerOf[server.NotificationView](e, "GET", fmt.Sprintf("/v1/notifications/%d", id), nil)
 }

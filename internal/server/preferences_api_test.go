@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 func TestPreferencesRoundTrip(t *testing.T) {
@@ -19,8 +20,8 @@ func TestPreferencesRoundTrip(t *testing.T) {
 
 		put := obj{"optOut": []string{"news", "billing", "news"}, "quietHours": obj{"start": "22:00", "end": "07:00", "timeZone": "Europe/Zurich"}}
 		p = e.putPreferences("u_1", put)
-		want := preferences{OptOut: []string{"billing", "news"}, QuietHours: &quietHours{"22:00", "07:00", "Europe/Zurich"}}
-		check := func(what string, got preferences) {
+		want := server.Preferences{OptOut: []string{"billing", "news"}, QuietHours: &server.QuietHours{Start: "22:00", End: "07:00", TimeZone: "Europe/Zurich"}}
+		check := func(what string, got server.Preferences) {
 			t.Helper()
 			if !slices.Equal(got.OptOut, want.OptOut) || (got.QuietHours == nil) != (want.QuietHours == nil) ||
 				(got.QuietHours != nil && *got.QuietHours != *want.QuietHours) {
@@ -32,10 +33,10 @@ func TestPreferencesRoundTrip(t *testing.T) {
 
 		// PUT replaces everything: quiet hours left out are cleared.
 		e.putPreferences("u_1", obj{"optOut": []string{"marketing"}})
-		want = preferences{OptOut: []string{"marketing"}}
+		want = server.Preferences{OptOut: []string{"marketing"}}
 		check("GET after a PUT without quiet hours", e.preferences("u_1"))
 		e.putPreferences("u_1", obj{"optOut": nil, "quietHours": nil})
-		want = preferences{OptOut: []string{}}
+		want = server.Preferences{OptOut: []string{}}
 		check("GET after clearing", e.preferences("u_1"))
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 func TestNotificationWithCountsAndLedger(t *testing.T) {
@@ -63,7 +64,7 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 			t.Errorf("times: scheduled %s, expires %s, created %s; want %s, +1h, %s", n.ScheduledAt, n.ExpiresAt, n.CreatedAt, epoch, epoch)
 		}
 
-		byRecipient := map[string]deliveryView{}
+		byRecipient := map[string]server.DeliveryView{}
 		for _, d := range e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID)) {
 			byRecipient[d.Recipient] = d
 			if d.NotificationID != a.ID || d.DedupeKey != "digest-2026-01-05" || len(d.OncepushID) != 32 ||
@@ -71,7 +72,7 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 				t.Errorf("delivery of %s: %+v", d.Recipient, d)
 			}
 		}
-		wantAttempt := func(recipient string, dev deviceView, state string, check func(attemptView) bool) {
+		wantAttempt := func(recipient string, dev server.DeviceView, state string, check func(server.AttemptView) bool) {
 			t.Helper()
 			d := byRecipient[recipient]
 			if len(d.Devices) != 1 || d.Devices[0].DeviceID != dev.ID || d.Devices[0].State != state || d.Devices[0].Transport != dev.Transport ||
@@ -79,9 +80,9 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 				t.Errorf("%s's ledger: %+v, want one %s attempt of device %d", recipient, d.Devices, state, dev.ID)
 			}
 		}
-		wantAttempt("u_ok", okDev, "accepted", func(a attemptView) bool { return strings.HasPrefix(a.ProviderID, "fake-") && a.Error == "" })
-		wantAttempt("u_amb", ambDev, "ambiguous", func(a attemptView) bool { return a.Ambiguous == 1 && a.ProviderID == "" })
-		wantAttempt("u_rej", rejDev, "rejected", func(a attemptView) bool { return strings.Contains(a.Error, "400 bad message") })
+		wantAttempt("u_ok", okDev, "accepted", func(a server.AttemptView) bool { return strings.HasPrefix(a.ProviderID, "fake-") && a.Error == "" })
+		wantAttempt("u_amb", ambDev, "ambiguous", func(a server.AttemptView) bool { return a.Ambiguous == 1 && a.ProviderID == "" })
+		wantAttempt("u_rej", rejDev, "rejected", func(a server.AttemptView) bool { return strings.Contains(a.Error, "400 bad message") })
 		if d := byRecipient["u_rej"]; d.Status != "failed" || !strings.Contains(d.LastError, "400 bad message") {
 			t.Errorf("u_rej: status %s, last error %q", d.Status, d.LastError)
 		}

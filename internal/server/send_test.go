@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 // postConcurrently posts n notifications at once, the body of the i-th
@@ -37,9 +38,9 @@ func postConcurrently(e *env, n int, body func(i int) obj, header ...string) []*
 
 // postSameConcurrently sends the same request n times at once and returns
 // the answers, each of which must be 202.
-func postSameConcurrently(e *env, n int, body obj, header ...string) []sendAnswer {
+func postSameConcurrently(e *env, n int, body obj, header ...string) []server.SendAnswer {
 	e.t.Helper()
-	answers := make([]sendAnswer, n)
+	answers := make([]server.SendAnswer, n)
 	for i, r := range postConcurrently(e, n, func(int) obj { return body }, header...) {
 		r.want(e.t, http.StatusAccepted).decode(e.t, &answers[i])
 	}
@@ -50,7 +51,7 @@ func postSameConcurrently(e *env, n int, body obj, header ...string) []sendAnswe
 // notification: the same id in every answer, duplicate false on exactly one,
 // one delivery per recipient in the API and in the ledger, and one submission
 // per device after draining.
-func checkOneNotification(t *testing.T, e *env, answers []sendAnswer, recipients []string) {
+func checkOneNotification(t *testing.T, e *env, answers []server.SendAnswer, recipients []string) {
 	t.Helper()
 	first := 0
 	for i, a := range answers {
@@ -252,7 +253,7 @@ func TestConcurrentConflictingBodies(t *testing.T) {
 		for i, r := range replies {
 			switch r.status {
 			case http.StatusAccepted:
-				var a sendAnswer
+				var a server.SendAnswer
 				r.decode(t, &a)
 				won[i%2]++
 				ids = append(ids, a.ID)
