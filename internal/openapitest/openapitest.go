@@ -453,18 +453,20 @@ func isJSON(mediaType string) bool {
 // http.DefaultTransport) and checks every exchange with Check, reporting a
 // mismatch with t.Errorf. A 500 answer is reported too: the document describes
 // it, but no test expects the server to fail. Bodies are read whole and handed
-// on unchanged.
-func (s *Spec) Transport(t testing.TB, base http.RoundTripper) http.RoundTripper {
+// on unchanged. Each of also is given every exchange as well, HEAD requests
+// included: the test's own checks of every answer.
+func (s *Spec) Transport(t testing.TB, base http.RoundTripper, also ...func(*Exchange)) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &checkingTransport{t: t, spec: s, base: base}
+	return &checkingTransport{t: t, spec: s, base: base, also: also}
 }
 
 type checkingTransport struct {
 	t    testing.TB
 	spec *Spec
 	base http.RoundTripper
+	also []func(*Exchange)
 }
 
 func (ct *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -493,6 +495,9 @@ func (ct *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	x := &Exchange{
 		Method: req.Method, URL: req.URL, RequestHeader: req.Header, RequestBody: reqBody,
 		Status: resp.StatusCode, ResponseHeader: resp.Header, ResponseBody: respBody,
+	}
+	for _, check := range ct.also {
+		check(x)
 	}
 	if req.Method == http.MethodHead {
 		return resp, nil // answered by the GET handler without a body; nothing to compare

@@ -334,7 +334,11 @@ func TestTransport(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	rec := &recorder{TB: t}
-	client := &http.Client{Transport: s.Transport(rec, nil)}
+	var seen []string // what the extra check was given
+	also := func(x *openapitest.Exchange) {
+		seen = append(seen, fmt.Sprintf("%s %s %d %s", x.Method, x.URL.Path, x.Status, x.ResponseBody))
+	}
+	client := &http.Client{Transport: s.Transport(rec, nil, also)}
 	get := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer opk_x")
@@ -364,6 +368,9 @@ func TestTransport(t *testing.T) {
 	get("GET", "/v1/notifications/1", "")
 	if len(rec.errs) != 2 || !strings.Contains(rec.errs[1], "500") {
 		t.Fatalf("a 500: reports %v, want one about the failure", rec.errs)
+	}
+	if len(seen) != 4 || seen[0] != `GET /healthz 200 {"status": "ok", "version": "t"}` {
+		t.Errorf("the extra check was given %q, want each of the 4 exchanges with its answer", seen)
 	}
 }
 

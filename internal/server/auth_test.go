@@ -26,7 +26,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		fcmTok := e.token(oncepush.TransportFCM)
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": fcmTok, "session": "s_1"}).want(t, http.StatusOK)
+		e.putDevice("u_1", obj{"transport": "fcm", "token": fcmTok, "session": "s_1"})
 		sent := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
 		e.drain()
 
@@ -50,11 +50,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 		if ok, err := e.store.APIKeyRevoke(t.Context(), apikey.Key(revoked).ID(), nil); err != nil || !ok {
 			t.Fatalf("APIKeyRevoke: %v %v", ok, err)
 		}
-		unknown, err := apikey.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.secret(string(unknown))
+		unknown := e.unknownKey()
 		last := len(e.admin) - 1
 		unauthenticated := []struct{ name, header string }{
 			{"no key", ""},
@@ -67,7 +63,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 			{"the key twice", "Bearer " + e.admin + "," + e.admin},
 			{"malformed", "Bearer opk_nothex12_short"},
 			{"altered secret", "Bearer " + e.admin[:last] + flip(e.admin[last])},
-			{"unknown", "Bearer " + string(unknown)},
+			{"unknown", "Bearer " + unknown},
 			{"revoked", "Bearer " + revoked},
 		}
 		scoped := map[string]string{}

@@ -118,19 +118,11 @@ func (s *Server[TTx]) deleteDevice(w http.ResponseWriter, r *http.Request) error
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.client.UnregisterDevice(r.Context(), req.Recipient, oncepush.Transport(req.Transport), oncepush.Token(req.Token)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, s.client.UnregisterDevice(r.Context(), req.Recipient, oncepush.Transport(req.Transport), oncepush.Token(req.Token)))
 }
 
 func (s *Server[TTx]) revokeSession(w http.ResponseWriter, r *http.Request) error {
-	if err := s.client.RevokeSession(r.Context(), r.PathValue("session")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, s.client.RevokeSession(r.Context(), r.PathValue("session")))
 }
 
 func (s *Server[TTx]) deleteRecipient(w http.ResponseWriter, r *http.Request) error {
@@ -138,7 +130,13 @@ func (s *Server[TTx]) deleteRecipient(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	if err := s.client.DeleteRecipient(r.Context(), recipient); err != nil {
+	return noContent(w, s.client.DeleteRecipient(r.Context(), recipient))
+}
+
+// noContent answers 204 for a change that succeeded (err is nil), and
+// returns err otherwise.
+func noContent(w http.ResponseWriter, err error) error {
+	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

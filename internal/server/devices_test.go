@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
-// Every answer of these tests is also checked for tokens by env's leakCheck.
+// Every answer of these tests is also checked for tokens by env.checkAnswer.
 
-func (e *env) devices(recipient string) []deviceView {
+func (e *env) devices(recipient string) []server.DeviceView {
 	e.t.Helper()
-	var p devicePage
-	e.do("GET", "/v1/recipients/"+recipient+"/devices", e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &p)
+	p := answerOf[server.DevicePage](e, "GET", "/v1/recipients/"+recipient+"/devices", nil)
 	if p.NextCursor != nil {
 		e.t.Errorf("devices of %s: nextCursor %q, want null", recipient, *p.NextCursor)
 	}
@@ -27,10 +27,9 @@ func TestRegisterAndListDevices(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		tok := e.token(oncepush.TransportFCM)
-		var d deviceView
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{
+		d := e.putDevice("u_1", obj{
 			"transport": "fcm", "token": tok, "platform": "android", "session": "sess_1", "locale": "de-CH", "timeZone": "Europe/Zurich",
-		}).want(t, http.StatusOK).decode(t, &d)
+		})
 		if d.ID == 0 || d.Recipient != "u_1" || d.Transport != "fcm" || d.Platform != "android" || d.Session != "sess_1" ||
 			d.Locale != "de-CH" || d.TimeZone != "Europe/Zurich" || !d.CreatedAt.Equal(epoch) || !d.RegisteredAt.Equal(epoch) {
 			t.Errorf("registration answered %+v", d)
@@ -41,21 +40,18 @@ func TestRegisterAndListDevices(t *testing.T) {
 
 		// Web Push: the subscription object itself, and the same as a string.
 		asObject := e.token(oncepush.TransportWebPush)
-		var w deviceView
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "webpush", "token": json.RawMessage(asObject), "platform": "web"}).
-			want(t, http.StatusOK).decode(t, &w)
+		w := e.putDevice("u_1", obj{"transport": "webpush", "token": json.RawMessage(asObject), "platform": "web"})
 		if !strings.HasPrefix(w.Token, "push.example.net/…") {
 			t.Errorf("a subscription is shown as %q, want its host and the endpoint's end", w.Token)
 		}
 		asString := e.token(oncepush.TransportWebPush)
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "webpush", "token": asString}).want(t, http.StatusOK)
+		e.putDevice("u_1", obj{"transport": "webpush", "token": asString})
 		// An APNs token is case-insensitive hex: upper case is the same device.
 		apnsTok := e.token(oncepush.TransportAPNs)
 		e.secret(strings.ToUpper(apnsTok))
-		var a1, a2 deviceView
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "apns", "token": apnsTok}).want(t, http.StatusOK).decode(t, &a1)
+		a1 := e.putDevice("u_1", obj{"transport": "apns", "token": apnsTok})
 		e.clock.Advance(time.Minute)
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "apns", "token": strings.ToUpper(apnsTok)}).want(t, http.StatusOK).decode(t, &a2)
+		a2 := e.putDevice("u_1", obj{"transport": "apns", "token": strings.ToUpper(apnsTok)})
 		if a1.ID != a2.ID || !a2.RegisteredAt.After(a1.RegisteredAt) || !a2.CreatedAt.Equal(a1.CreatedAt) {
 			t.Errorf("renewing an APNs registration: %+v then %+v, want the same id, a later registeredAt", a1, a2)
 		}
@@ -83,7 +79,7 @@ func TestRegisterAndListDevices(t *testing.T) {
 func TestRecipientKeepsTenDevices(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		var first deviceView
+		var first server.DeviceView
 		for i := range 12 {
 			d := e.register("u_1", oncepush.TransportRuStore, nil)
 			if i == 0 {
@@ -107,9 +103,8 @@ func TestTokenMovesToItsNewOwner(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		tok := e.token(oncepush.TransportFCM)
-		var old, moved deviceView
-		e.do("PUT", "/v1/recipients/u_a/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK).decode(t, &old)
-		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK).decode(t, &moved)
+		old := e.putDevice("u_a", obj{"transport": "fcm", "token": tok})
+		moved := e.putDevice("u_b", obj{"transport": "fcm", "token": tok})
 		if moved.ID == old.ID || moved.Recipient != "u_b" {
 			t.Errorf("moved registration %+v, want u_b's under a new id (was %d)", moved, old.ID)
 		}
@@ -120,7 +115,7 @@ func TestTokenMovesToItsNewOwner(t *testing.T) {
 			t.Errorf("u_b's devices: %+v", ds)
 		}
 		// The same string under another transport is another device.
-		e.do("PUT", "/v1/recipients/u_a/devices", e.admin, obj{"transport": "rustore", "token": tok}).want(t, http.StatusOK)
+		e.putDevice("u_a", obj{"transport": "rustore", "token": tok})
 		if n := len(e.devices("u_b")); n != 1 {
 			t.Errorf("registering the token under RuStore took u_b's FCM device: %d left", n)
 		}
@@ -132,8 +127,8 @@ func TestUnregisterDevice(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		fcmTok := e.token(oncepush.TransportFCM)
 		webTok := e.token(oncepush.TransportWebPush)
-		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "fcm", "token": fcmTok}).want(t, http.StatusOK)
-		e.do("PUT", "/v1/recipients/u_b/devices", e.admin, obj{"transport": "webpush", "token": webTok}).want(t, http.StatusOK)
+		e.putDevice("u_b", obj{"transport": "fcm", "token": fcmTok})
+		e.putDevice("u_b", obj{"transport": "webpush", "token": webTok})
 
 		before := e.rows()
 		for _, body := range []obj{
@@ -193,7 +188,7 @@ func TestDeleteRecipient(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_gone", oncepush.TransportFCM, nil)
 		e.register("u_gone", oncepush.TransportWebPush, nil)
-		e.do("PUT", "/v1/recipients/u_gone/preferences", e.admin, obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
+		e.putPreferences("u_gone", obj{"optOut": []string{"news"}})
 		sent := e.send(e.admin, obj{"recipients": []string{"u_gone"}, "title": "Delivered"})
 		e.drain()
 		e.send(e.admin, obj{"recipients": []string{"u_gone"}, "title": "Still pending"})
@@ -210,9 +205,7 @@ func TestDeleteRecipient(t *testing.T) {
 		}
 		// A notification whose only recipient it was goes with its deliveries.
 		e.do("GET", "/v1/notifications/"+itoa(sent.ID)+"/deliveries", e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
-		var p preferences
-		e.do("GET", "/v1/recipients/u_gone/preferences", e.admin, nil).want(t, http.StatusOK).decode(t, &p)
-		if len(p.OptOut) != 0 || p.QuietHours != nil {
+		if p := e.preferences("u_gone"); len(p.OptOut) != 0 || p.QuietHours != nil {
 			t.Errorf("preferences left: %+v", p)
 		}
 		for _, tb := range []string{"oncepush_device", "oncepush_delivery", "oncepush_device_attempt", "oncepush_preference", "oncepush_message"} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,6 +37,28 @@ import (
 
 // spec is the OpenAPI document every exchange of these tests is checked against.
 var spec = sync.OnceValues(func() (*openapitest.Spec, error) { return openapitest.Load(api.OpenAPI) })
+
+// mustSpec is the OpenAPI document, for tests that walk its operations.
+func mustSpec(t *testing.T) *openapitest.Spec {
+	t.Helper()
+	s, err := spec()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	return s
+}
+
+// probePath fills a documented path's parameters with values of their shape,
+// for requests whose answer does not depend on what they name.
+var probePath = strings.NewReplacer("{id}", "1", "{recipient}", "u_probe", "{session}", "s_probe").Replace
+
+// probeBody is a body for op: an empty object where it takes one.
+func probeBody(op openapitest.Operation) any {
+	if op.RequestBody {
+		return obj{}
+	}
+	return nil
+}
 
 // TestMain lists, with -v, the documented responses no test exercised.
 func TestMain(m *testing.M) {
@@ -253,12 +276,8 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 			t.Fatalf("RefreshBacklog: %v", err)
 		}
 	}
-	s, err := spec()
-	if err != nil {
-		t.Fatalf("the OpenAPI document: %v", err)
-	}
 	e.url = ts.URL
-	e.http = &http.Client{Transport: &leakCheck{e: e, next: s.Transport(t, ts.Client().Transport)}}
+	e.http = &http.Client{Transport: mustSpec(t).Transport(t, ts.Client().Transport, e.checkAnswer)}
 	e.store = store.Exec()
 	e.drain = func() {
 		t.Helper()
@@ -282,12 +301,20 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 // key stores a new API key with the scopes and returns it.
 func (e *env) key(scopes ...string) string {
 	e.t.Helper()
+	k := apikey.Key(e.unknownKey())
+	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
+		e.t.Fatalf("APIKeyInsert: %v", err)
+	}
+	return string(k)
+}
+
+// unknownKey makes a well-formed API key, stored nowhere, and records it as
+// a secret.
+func (e *env) unknownKey() string {
+	e.t.Helper()
 	k, err := apikey.New()
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
-		e.t.Fatalf("APIKeyInsert: %v", err)
 	}
 	e.secret(string(k))
 	return string(k)
@@ -317,27 +344,11 @@ func (e *env) checkLogs() {
 	}
 }
 
-// leakCheck fails the test when an answer holds a key or a device token.
-type leakCheck struct {
-	e    *env
-	next http.RoundTripper
-}
-
-func (l *leakCheck) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
+// checkAnswer fails the test when an answer holds a key or a device token.
+func (e *env) checkAnswer(x *openapitest.Exchange) {
+	if s := e.leaked(x.ResponseBody); s != "" {
+		e.t.Errorf("%s %s: the answer holds a secret (%s…): %s", x.Method, x.URL.Path, s[:min(8, len(s))], x.ResponseBody)
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if s := l.e.leaked(body); s != "" {
-		l.e.t.Errorf("%s %s: the answer holds a secret (%s…): %s", req.Method, req.URL.Path, s[:min(8, len(s))], body)
-	}
-	return resp, nil
 }
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -467,93 +478,13 @@ func (r *reply) wantProblem(t *testing.T, status int, code, field string) proble
 	return p
 }
 
-// The answers' shapes, as a client reads them.
-type (
-	sendAnswer struct {
-		ID         int64 `json:"id"`
-		Queued     int   `json:"queued"`
-		Duplicates int   `json:"duplicates"`
-		Duplicate  bool  `json:"duplicate"`
-	}
-	notificationView struct {
-		ID                int64          `json:"id"`
-		Type              string         `json:"type"`
-		Title             string         `json:"title"`
-		Body              string         `json:"body"`
-		Data              map[string]any `json:"data"`
-		Link              string         `json:"link"`
-		Image             string         `json:"image"`
-		Category          string         `json:"category"`
-		Ambiguity         string         `json:"ambiguity"`
-		ScheduledAt       time.Time      `json:"scheduledAt"`
-		ExpiresAt         time.Time      `json:"expiresAt"`
-		CreatedAt         time.Time      `json:"createdAt"`
-		Counts            map[string]int `json:"counts"`
-		AmbiguousAttempts int            `json:"ambiguousAttempts"`
-	}
-	deliveryView struct {
-		ID             int64         `json:"id"`
-		NotificationID int64         `json:"notificationId"`
-		Recipient      string        `json:"recipient"`
-		OncepushID     string        `json:"oncepushId"`
-		DedupeKey      string        `json:"dedupeKey"`
-		Status         string        `json:"status"`
-		Attempts       int           `json:"attempts"`
-		NextAttemptAt  *time.Time    `json:"nextAttemptAt"`
-		LastError      string        `json:"lastError"`
-		CreatedAt      time.Time     `json:"createdAt"`
-		FinishedAt     *time.Time    `json:"finishedAt"`
-		Devices        []attemptView `json:"devices"`
-	}
-	attemptView struct {
-		DeviceID    int64      `json:"deviceId"`
-		Transport   string     `json:"transport"`
-		State       string     `json:"state"`
-		Submissions int        `json:"submissions"`
-		Ambiguous   int        `json:"ambiguous"`
-		ProviderID  string     `json:"providerId"`
-		Error       string     `json:"error"`
-		FirstSentAt *time.Time `json:"firstSentAt"`
-		LastSentAt  *time.Time `json:"lastSentAt"`
-	}
-	deliveryPage struct {
-		Deliveries []deliveryView `json:"deliveries"`
-		NextCursor *string        `json:"nextCursor"`
-	}
-	deviceView struct {
-		ID           int64     `json:"id"`
-		Recipient    string    `json:"recipient"`
-		Transport    string    `json:"transport"`
-		Token        string    `json:"token"`
-		Platform     string    `json:"platform"`
-		Session      string    `json:"session"`
-		Locale       string    `json:"locale"`
-		TimeZone     string    `json:"timeZone"`
-		CreatedAt    time.Time `json:"createdAt"`
-		RegisteredAt time.Time `json:"registeredAt"`
-	}
-	devicePage struct {
-		Devices    []deviceView `json:"devices"`
-		NextCursor *string      `json:"nextCursor"`
-	}
-	quietHours struct {
-		Start    string `json:"start"`
-		End      string `json:"end"`
-		TimeZone string `json:"timeZone"`
-	}
-	preferences struct {
-		OptOut     []string    `json:"optOut"`
-		QuietHours *quietHours `json:"quietHours"`
-	}
-)
-
 // obj is a JSON object to send.
 type obj = map[string]any
 
 // send posts a notification and expects 202.
-func (e *env) send(key string, body any, header ...string) sendAnswer {
+func (e *env) send(key string, body any, header ...string) server.SendAnswer {
 	e.t.Helper()
-	var a sendAnswer
+	var a server.SendAnswer
 	e.do("POST", "/v1/notifications", key, body, header...).want(e.t, http.StatusAccepted).decode(e.t, &a)
 	return a
 }
@@ -588,16 +519,46 @@ func (e *env) token(tr oncepush.Transport) string {
 	return tok
 }
 
-// register registers a device of the transport for the recipient over HTTP.
-func (e *env) register(recipient string, tr oncepush.Transport, extra obj) deviceView {
+// register registers a device of the transport, with a new token, for the
+// recipient over HTTP.
+func (e *env) register(recipient string, tr oncepush.Transport, extra obj) server.DeviceView {
 	e.t.Helper()
 	body := obj{"transport": string(tr), "token": e.token(tr)}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var d deviceView
-	e.do("PUT", "/v1/recipients/"+recipient+"/devices", e.admin, body).want(e.t, http.StatusOK).decode(e.t, &d)
-	return d
+	maps.Copy(body, extra)
+	return e.putDevice(recipient, body)
+}
+
+// answerOf sends a request with the admin key, expects 200 and reads the
+// answer as a T.
+func answerOf[T any](e *env, method, path string, body any) T {
+	e.t.Helper()
+	var v T
+	e.do(method, path, e.admin, body).want(e.t, http.StatusOK).decode(e.t, &v)
+	return v
+}
+
+// putDevice registers the device the body describes for the recipient.
+func (e *env) putDevice(recipient string, body any) server.DeviceView {
+	e.t.Helper()
+	return answerOf[server.DeviceView](e, "PUT", "/v1/recipients/"+recipient+"/devices", body)
+}
+
+// preferences reads the recipient's preferences.
+func (e *env) preferences(recipient string) server.Preferences {
+	e.t.Helper()
+	return answerOf[server.Preferences](e, "GET", "/v1/recipients/"+recipient+"/preferences", nil)
+}
+
+// putPreferences replaces the recipient's preferences and returns the answer.
+func (e *env) putPreferences(recipient string, body any) server.Preferences {
+	e.t.Helper()
+	return answerOf[server.Preferences](e, "PUT", "/v1/recipients/"+recipient+"/preferences", body)
+}
+
+// deliveryPage reads one page of a deliveries list.
+func (e *env) deliveryPage(path string) server.DeliveryPage {
+	e.t.Helper()
+	return answerOf[server.DeliveryPage](e, "GET", path, nil)
 }
 
 // rows counts the ledger's rows per table.
@@ -626,17 +587,16 @@ func (e *env) submissions() int {
 }
 
 // deliveries reads every page of a deliveries list.
-func (e *env) deliveries(path string) []deliveryView {
+func (e *env) deliveries(path string) []server.DeliveryView {
 	e.t.Helper()
-	var out []deliveryView
+	var out []server.DeliveryView
 	cursor := ""
 	for range 100 {
 		p := path
 		if cursor != "" {
 			p += "?cursor=" + cursor
 		}
-		var page deliveryPage
-		e.do("GET", p, e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &page)
+		page := e.deliveryPage(p)
 		out = append(out, page.Deliveries...)
 		if page.NextCursor == nil {
 			return out
@@ -648,9 +608,7 @@ func (e *env) deliveries(path string) []deliveryView {
 }
 
 // notification reads GET /v1/notifications/{id}.
-func (e *env) notification(id int64) notificationView {
+func (e *env) notification(id int64) server.NotificationView {
 	e.t.Helper()
-	var n notificationView
-	e.do("GET", fmt.Sprintf("/v1/notifications/%d", id), e.admin, nil).want(e.t, http.StatusOK).decode(e.t, &n)
-	return n
+	return answerOf[server.NotificationView](e, "GET", fmt.Sprintf("/v1/notifications/%d", id), nil)
 }

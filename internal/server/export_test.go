@@ -15,3 +15,19 @@ func RoutesOf[TTx any](s *Server[TTx]) []Route {
 	}
 	return out
 }
+
+// The answers' shapes, as the server writes them, for the tests to read
+// answers with. That the tests share them proves nothing about the wire: every
+// exchange of the tests is checked against the OpenAPI document, whose
+// schemas require every property and allow no other.
+type (
+	SendAnswer       = sendAnswer
+	NotificationView = notificationView
+	DeliveryView     = deliveryView
+	AttemptView      = attemptView
+	DeliveryPage     = deliveryPage
+	DeviceView       = deviceView
+	DevicePage       = devicePage
+	Preferences      = preferencesBody
+	QuietHours       = quietHours
+)

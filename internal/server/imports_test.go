@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -16,18 +17,7 @@ import (
 // would go around the Client.
 func TestServerGoesThroughTheClient(t *testing.T) {
 	t.Parallel()
-	paths, err := filepath.Glob("*.go")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no Go files: %v", err)
-	}
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p, f := range parseServerSource(t, parser.ImportsOnly) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			rest, ok := strings.CutPrefix(path, "github.com/oncepush/oncepush/driver")
@@ -36,4 +26,26 @@ func TestServerGoesThroughTheClient(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parseServerSource parses the package's Go files but its tests, by name.
+func parseServerSource(t *testing.T, mode parser.Mode) map[string]*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob("*.go")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no Go files: %v", err)
+	}
+	files := map[string]*ast.File{}
+	fset := token.NewFileSet()
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[p] = f
+	}
+	return files
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,6 +23,26 @@ type badRequest struct {
 	code, field  string
 }
 
+// refused sends tc's request with the admin key and checks that it is refused
+// as tc says — status, problem code and field, as problem+json — and that it
+// wrote nothing. It returns the answer for checks of the case's own.
+func (e *env) refused(t *testing.T, tc badRequest) *reply {
+	t.Helper()
+	before := e.rows()
+	r := e.do(tc.method, tc.path, e.admin, tc.body, tc.header...)
+	var p problemBody
+	_ = json.Unmarshal(r.body, &p)
+	if r.status != tc.status || p.Status != tc.status || p.Code != tc.code || p.Field != tc.field {
+		t.Errorf("%s: %s %s: got %d %s (field %q), want %d %s (field %q): %s",
+			tc.name, tc.method, tc.path[:min(len(tc.path), 60)], r.status, p.Code, p.Field, tc.status, tc.code, tc.field, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s: Content-Type %q, want application/problem+json", tc.name, ct)
+	}
+	e.unchanged(t, before, tc.name)
+	return r
+}
+
 func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
@@ -30,16 +51,12 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		const prefs = "/v1/recipients/u_1/preferences"
 		ok := func(extra obj) obj { // a valid notification, changed by extra
 			b := obj{"recipients": []string{"u_1"}, "title": "Hello"}
-			for k, v := range extra {
-				b[k] = v
-			}
+			maps.Copy(b, extra)
 			return b
 		}
 		device := func(extra obj) obj {
 			b := obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM)}
-			for k, v := range extra {
-				b[k] = v
-			}
+			maps.Copy(b, extra)
 			return b
 		}
 		quiet := func(extra obj) obj {
@@ -157,18 +174,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		// One notification, so that the notification paths exist.
 		e.send(e.admin, obj{"recipients": []string{"u_0"}, "title": "Exists"})
 		for _, tc := range cases {
-			before := e.rows()
-			r := e.do(tc.method, tc.path, e.admin, tc.body, tc.header...)
-			var p problemBody
-			_ = json.Unmarshal(r.body, &p)
-			if r.status != tc.status || p.Code != tc.code || p.Field != tc.field {
-				t.Errorf("%s: %s %s: got %d %s (field %q), want %d %s (field %q): %s",
-					tc.name, tc.method, tc.path[:min(len(tc.path), 60)], r.status, p.Code, p.Field, tc.status, tc.code, tc.field, r.body)
-			}
-			if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-				t.Errorf("%s: Content-Type %q", tc.name, ct)
-			}
-			e.unchanged(t, before, tc.name)
+			e.refused(t, tc)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -163,11 +164,8 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	m, err := s.client.Message(r.Context(), id)
+	m, err := s.message(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, oncepush.ErrNotFound) {
-			return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
-		}
 		return err
 	}
 	counts, err := s.client.DeliveryCounts(r.Context(), id)
@@ -259,26 +257,26 @@ type deliveryPage struct {
 	NextCursor *string        `json:"nextCursor"`
 }
 
+// message reads a message, answering 404 for one that does not exist.
+func (s *Server[TTx]) message(ctx context.Context, id int64) (*oncepush.StoredMessage, error) {
+	m, err := s.client.Message(ctx, id)
+	if errors.Is(err, oncepush.ErrNotFound) {
+		return nil, problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
+	}
+	return m, err
+}
+
 func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return err
 	}
-	after, limit, err := pageParams(r)
-	if err != nil {
-		return err
-	}
-	if _, err := s.client.Message(r.Context(), id); errors.Is(err, oncepush.ErrNotFound) {
-		return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
-	} else if err != nil {
-		return err
-	}
-	ds, err := s.client.MessageDeliveries(r.Context(), id, after, limit+1)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, page(ds, limit))
-	return nil
+	return writeDeliveryPage(w, r, func(ctx context.Context, after int64, n int) ([]oncepush.Delivery, error) {
+		if _, err := s.message(ctx, id); err != nil {
+			return nil, err
+		}
+		return s.client.MessageDeliveries(ctx, id, after, n)
+	})
 }
 
 func (s *Server[TTx]) listRecipientDeliveries(w http.ResponseWriter, r *http.Request) error {
@@ -286,11 +284,19 @@ func (s *Server[TTx]) listRecipientDeliveries(w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	before, limit, err := pageParams(r)
+	return writeDeliveryPage(w, r, func(ctx context.Context, before int64, n int) ([]oncepush.Delivery, error) {
+		return s.client.RecipientDeliveries(ctx, recipient, before, n)
+	})
+}
+
+// writeDeliveryPage answers the page of deliveries that ?cursor= and ?limit=
+// ask for; list reads n deliveries from the cursor (0: from the start).
+func writeDeliveryPage(w http.ResponseWriter, r *http.Request, list func(ctx context.Context, cursor int64, n int) ([]oncepush.Delivery, error)) error {
+	cursor, limit, err := pageParams(r)
 	if err != nil {
 		return err
 	}
-	ds, err := s.client.RecipientDeliveries(r.Context(), recipient, before, limit+1)
+	ds, err := list(r.Context(), cursor, limit+1)
 	if err != nil {
 		return err
 	}

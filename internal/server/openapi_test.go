@@ -2,10 +2,8 @@ package server_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,20 +20,8 @@ type serverSource struct {
 
 func readServerSource(t *testing.T) *serverSource {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := &serverSource{codes: map[string]bool{}}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseServerSource(t, 0) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n, ok := n.(*ast.ValueSpec); ok {
 				for i, id := range n.Names {
@@ -70,10 +56,7 @@ func stringLit(e ast.Expr) (string, bool) {
 // to any other.
 func TestRoutesMatchTheDocument(t *testing.T) {
 	t.Parallel()
-	s, err := spec()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSpec(t)
 	e := newEnv(t, "sqlite", envOptions{})
 	routes := map[string]string{}
 	for _, r := range e.routes {
@@ -100,14 +83,13 @@ func TestRoutesMatchTheDocument(t *testing.T) {
 			t.Errorf("the server registers %s; the document does not have it", route)
 		}
 	}
-	fill := strings.NewReplacer("{id}", "1", "{recipient}", "u_probe", "{session}", "s_probe")
 	for path, ms := range methods {
 		slices.Sort(ms)
 		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 			if slices.Contains(ms, m) {
 				continue
 			}
-			r := e.do(m, fill.Replace(path), e.admin, nil)
+			r := e.do(m, probePath(path), e.admin, nil)
 			r.wantProblem(t, http.StatusMethodNotAllowed, "method_not_allowed", "")
 			if got := strings.Split(r.header.Get("Allow"), ", "); !slices.Equal(got, ms) {
 				t.Errorf("%s %s: Allow %v, the document has %v", m, path, got, ms)
@@ -121,10 +103,7 @@ func TestRoutesMatchTheDocument(t *testing.T) {
 func TestProblemCodesAreDocumented(t *testing.T) {
 	t.Parallel()
 	src := readServerSource(t)
-	s, err := spec()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSpec(t)
 	var documented []string
 	for _, c := range dig(s.Document(), "components", "schemas", "ProblemCode")["enum"].([]any) {
 		documented = append(documented, c.(string))
@@ -145,18 +124,10 @@ func TestProblemCodesAreDocumented(t *testing.T) {
 // open one answers 200.
 func TestEveryOperationIsServed(t *testing.T) {
 	t.Parallel()
-	s, err := spec()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSpec(t)
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		fill := strings.NewReplacer("{id}", "1", "{recipient}", "u_probe", "{session}", "s_probe")
 		for _, op := range s.Operations() {
-			var body any
-			if op.RequestBody {
-				body = obj{}
-			}
-			r := e.do(op.Method, fill.Replace(op.Path), "", body)
+			r := e.do(op.Method, probePath(op.Path), "", probeBody(op))
 			want := http.StatusOK
 			if op.Secured {
 				want = http.StatusUnauthorized

@@ -36,9 +36,7 @@ func TestNotReadyBeforeMigration(t *testing.T) {
 		e.do("GET", "/readyz", "", nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
 		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
 		// Without the key table no key can be checked: unavailable, not unauthorized.
-		k, _ := apikey.New()
-		e.secret(string(k))
-		e.do("GET", "/v1/recipients/u_1/devices", string(k), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		e.do("GET", "/v1/recipients/u_1/devices", e.unknownKey(), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
 	})
 }
 
@@ -51,34 +49,23 @@ func TestNotReadyBeforeServerMigration(t *testing.T) {
 		if !strings.Contains(p.Detail, "not migrated") {
 			t.Errorf("/readyz detail %q, want it to say the database is not migrated", p.Detail)
 		}
-		k, _ := apikey.New()
-		e.secret(string(k))
-		e.do("GET", "/v1/recipients/u_1/devices", string(k), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
+		e.do("GET", "/v1/recipients/u_1/devices", e.unknownKey(), nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
 	})
 }
 
 func TestDatabaseUnreachable(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		s, err := spec()
-		if err != nil {
-			t.Fatal(err)
-		}
 		fresh := e.key(apikey.ScopeAdmin) // never used: not in the server's key cache
 		e.closeDB()
 		e.do("GET", "/readyz", "", nil).wantProblem(t, http.StatusServiceUnavailable, "unavailable", "")
 		e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
 		// Every operation that needs a key answers 503: the key cannot be checked.
-		fill := strings.NewReplacer("{id}", "1", "{recipient}", "u_1", "{session}", "s_1")
-		for _, op := range s.Operations() {
+		for _, op := range mustSpec(t).Operations() {
 			if !op.Secured {
 				continue
 			}
-			var body any
-			if op.RequestBody {
-				body = obj{}
-			}
-			r := e.do(op.Method, fill.Replace(op.Path), fresh, body)
+			r := e.do(op.Method, probePath(op.Path), fresh, probeBody(op))
 			if r.status != http.StatusServiceUnavailable {
 				t.Errorf("%s %s: status %d, want 503: %s", op.Method, op.Path, r.status, r.body)
 				continue

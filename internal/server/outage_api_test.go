@@ -47,13 +47,9 @@ func validRequests(e *env, id int64) map[string]struct {
 func TestDatabaseOutageAnswers503OnEveryRoute(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		s, err := spec()
-		if err != nil {
-			t.Fatal(err)
-		}
 		id := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Exists"}).ID
 		reqs := validRequests(e, id)
-		ops := s.Operations()
+		ops := mustSpec(t).Operations()
 		for _, op := range ops {
 			if _, ok := reqs[op.Method+" "+op.Path]; op.Secured && !ok {
 				t.Fatalf("no valid request for %s %s", op.Method, op.Path)

@@ -2,28 +2,26 @@ package server_test
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 func TestPreferencesRoundTrip(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		const path = "/v1/recipients/u_1/preferences"
-		var p preferences
-		e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		p := e.preferences("u_1")
 		if p.OptOut == nil || len(p.OptOut) != 0 || p.QuietHours != nil {
 			t.Errorf("a recipient without preferences: %+v, want no opt-outs and no quiet hours", p)
 		}
 
 		put := obj{"optOut": []string{"news", "billing", "news"}, "quietHours": obj{"start": "22:00", "end": "07:00", "timeZone": "Europe/Zurich"}}
-		e.do("PUT", path, e.admin, put).want(t, http.StatusOK).decode(t, &p)
-		want := preferences{OptOut: []string{"billing", "news"}, QuietHours: &quietHours{"22:00", "07:00", "Europe/Zurich"}}
-		check := func(what string, got preferences) {
+		p = e.putPreferences("u_1", put)
+		want := server.Preferences{OptOut: []string{"billing", "news"}, QuietHours: &server.QuietHours{Start: "22:00", End: "07:00", TimeZone: "Europe/Zurich"}}
+		check := func(what string, got server.Preferences) {
 			t.Helper()
 			if !slices.Equal(got.OptOut, want.OptOut) || (got.QuietHours == nil) != (want.QuietHours == nil) ||
 				(got.QuietHours != nil && *got.QuietHours != *want.QuietHours) {
@@ -31,18 +29,15 @@ func TestPreferencesRoundTrip(t *testing.T) {
 			}
 		}
 		check("PUT answer", p)
-		e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
-		check("GET after PUT", p)
+		check("GET after PUT", e.preferences("u_1"))
 
 		// PUT replaces everything: quiet hours left out are cleared.
-		e.do("PUT", path, e.admin, obj{"optOut": []string{"marketing"}}).want(t, http.StatusOK)
-		want = preferences{OptOut: []string{"marketing"}}
-		e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
-		check("GET after a PUT without quiet hours", p)
-		e.do("PUT", path, e.admin, obj{"optOut": nil, "quietHours": nil}).want(t, http.StatusOK)
-		want = preferences{OptOut: []string{}}
-		e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
-		check("GET after clearing", p)
+		e.putPreferences("u_1", obj{"optOut": []string{"marketing"}})
+		want = server.Preferences{OptOut: []string{"marketing"}}
+		check("GET after a PUT without quiet hours", e.preferences("u_1"))
+		e.putPreferences("u_1", obj{"optOut": nil, "quietHours": nil})
+		want = server.Preferences{OptOut: []string{}}
+		check("GET after clearing", e.preferences("u_1"))
 	})
 }
 
@@ -50,7 +45,7 @@ func TestOptedOutCategoryIsSkipped(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
-		e.do("PUT", "/v1/recipients/u_1/preferences", e.admin, obj{"optOut": []string{"marketing"}}).want(t, http.StatusOK)
+		e.putPreferences("u_1", obj{"optOut": []string{"marketing"}})
 
 		promo := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Sale!", "category": "marketing"})
 		bill := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Invoice paid", "category": "billing"})
@@ -87,8 +82,7 @@ func TestQuietHoursDelayToTheirEnd(t *testing.T) {
 		e.register("u_quiet", oncepush.TransportAPNs, nil)
 		e.register("u_awake", oncepush.TransportAPNs, nil)
 		// The clock stands at 10:00 in Zurich (09:00 UTC): inside 09:30–11:00.
-		e.do("PUT", "/v1/recipients/u_quiet/preferences", e.admin,
-			obj{"quietHours": obj{"start": "09:30", "end": "11:00", "timeZone": "Europe/Zurich"}}).want(t, http.StatusOK)
+		e.putPreferences("u_quiet", obj{"quietHours": obj{"start": "09:30", "end": "11:00", "timeZone": "Europe/Zurich"}})
 		windowEnd := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC) // 11:00 in Zurich
 
 		a := e.send(e.admin, obj{"recipients": []string{"u_quiet", "u_awake"}, "title": "Your table is ready"})
@@ -122,8 +116,7 @@ func TestQuietHoursPastTheLifetimeExpire(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		// 10:00 in Zurich, quiet until 11:00; the notification lives 30 minutes.
-		e.do("PUT", "/v1/recipients/u_1/preferences", e.admin,
-			obj{"quietHours": obj{"start": "09:30", "end": "11:00", "timeZone": "Europe/Zurich"}}).want(t, http.StatusOK)
+		e.putPreferences("u_1", obj{"quietHours": obj{"start": "09:30", "end": "11:00", "timeZone": "Europe/Zurich"}})
 		a := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Flash sale", "ttlSeconds": 1800})
 		e.drain()
 		if n := e.notification(a.ID); n.Counts["expired"] != 1 || e.fcm.Count() != 0 {

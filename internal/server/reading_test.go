@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 func TestNotificationWithCountsAndLedger(t *testing.T) {
@@ -19,7 +21,7 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 		ambDev := e.register("u_amb", oncepush.TransportAPNs, nil)
 		rejDev := e.register("u_rej", oncepush.TransportRuStore, nil)
 		e.register("u_out", oncepush.TransportFCM, nil)
-		e.do("PUT", "/v1/recipients/u_out/preferences", e.admin, obj{"optOut": []string{"news"}}).want(t, http.StatusOK)
+		e.putPreferences("u_out", obj{"optOut": []string{"news"}})
 		e.apns.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
 			return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written"}
 		})
@@ -51,16 +53,18 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 		if n.AmbiguousAttempts != 1 {
 			t.Errorf("ambiguousAttempts %d, want 1", n.AmbiguousAttempts)
 		}
+		var data map[string]any
+		_ = json.Unmarshal(n.Data, &data) // as stored; a missing or broken one fails below
 		if n.ID != a.ID || n.Type != "digest.daily" || n.Title != "Your digest" || n.Body != "Five new posts" ||
 			n.Link != "/digest" || n.Image != "https://cdn.example.com/d.png" || n.Category != "news" || n.Ambiguity != "at-most-once" ||
-			fmt.Sprint(n.Data["posts"]) != "5" || n.Data["tag"] != "daily" {
-			t.Errorf("content: %+v", n)
+			fmt.Sprint(data["posts"]) != "5" || data["tag"] != "daily" {
+			t.Errorf("content: %+v (data %s)", n, n.Data)
 		}
 		if !n.ScheduledAt.Equal(epoch) || !n.ExpiresAt.Equal(epoch.Add(time.Hour)) || !n.CreatedAt.Equal(epoch) {
 			t.Errorf("times: scheduled %s, expires %s, created %s; want %s, +1h, %s", n.ScheduledAt, n.ExpiresAt, n.CreatedAt, epoch, epoch)
 		}
 
-		byRecipient := map[string]deliveryView{}
+		byRecipient := map[string]server.DeliveryView{}
 		for _, d := range e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID)) {
 			byRecipient[d.Recipient] = d
 			if d.NotificationID != a.ID || d.DedupeKey != "digest-2026-01-05" || len(d.OncepushID) != 32 ||
@@ -68,7 +72,7 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 				t.Errorf("delivery of %s: %+v", d.Recipient, d)
 			}
 		}
-		wantAttempt := func(recipient string, dev deviceView, state string, check func(attemptView) bool) {
+		wantAttempt := func(recipient string, dev server.DeviceView, state string, check func(server.AttemptView) bool) {
 			t.Helper()
 			d := byRecipient[recipient]
 			if len(d.Devices) != 1 || d.Devices[0].DeviceID != dev.ID || d.Devices[0].State != state || d.Devices[0].Transport != dev.Transport ||
@@ -76,9 +80,9 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 				t.Errorf("%s's ledger: %+v, want one %s attempt of device %d", recipient, d.Devices, state, dev.ID)
 			}
 		}
-		wantAttempt("u_ok", okDev, "accepted", func(a attemptView) bool { return strings.HasPrefix(a.ProviderID, "fake-") && a.Error == "" })
-		wantAttempt("u_amb", ambDev, "ambiguous", func(a attemptView) bool { return a.Ambiguous == 1 && a.ProviderID == "" })
-		wantAttempt("u_rej", rejDev, "rejected", func(a attemptView) bool { return strings.Contains(a.Error, "400 bad message") })
+		wantAttempt("u_ok", okDev, "accepted", func(a server.AttemptView) bool { return strings.HasPrefix(a.ProviderID, "fake-") && a.Error == "" })
+		wantAttempt("u_amb", ambDev, "ambiguous", func(a server.AttemptView) bool { return a.Ambiguous == 1 && a.ProviderID == "" })
+		wantAttempt("u_rej", rejDev, "rejected", func(a server.AttemptView) bool { return strings.Contains(a.Error, "400 bad message") })
 		if d := byRecipient["u_rej"]; d.Status != "failed" || !strings.Contains(d.LastError, "400 bad message") {
 			t.Errorf("u_rej: status %s, last error %q", d.Status, d.LastError)
 		}
@@ -126,8 +130,7 @@ func TestDeliveriesPagination(t *testing.T) {
 			if page == 5 {
 				t.Fatal("more than 5 pages")
 			}
-			var p deliveryPage
-			e.do("GET", path, e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+			p := e.deliveryPage(path)
 			sizes = append(sizes, len(p.Deliveries))
 			for _, d := range p.Deliveries {
 				got = append(got, d.Recipient)
@@ -153,12 +156,11 @@ func TestDeliveriesPagination(t *testing.T) {
 		}
 
 		// An exact fit ends with a null cursor too, and limit defaults to a page of 100.
-		var p deliveryPage
-		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries?limit=5", a.ID), e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		p := e.deliveryPage(fmt.Sprintf("/v1/notifications/%d/deliveries?limit=5", a.ID))
 		if len(p.Deliveries) != 5 || p.NextCursor != nil {
 			t.Errorf("limit 5 over 5 deliveries: %d deliveries, cursor %v", len(p.Deliveries), p.NextCursor)
 		}
-		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID), e.admin, nil).want(t, http.StatusOK).decode(t, &p)
+		p = e.deliveryPage(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID))
 		if len(p.Deliveries) != 5 || p.NextCursor != nil {
 			t.Errorf("default limit: %d deliveries, cursor %v", len(p.Deliveries), p.NextCursor)
 		}
@@ -181,12 +183,11 @@ func TestRecipientHistory(t *testing.T) {
 		}
 		e.drain()
 
-		var first, second deliveryPage
-		e.do("GET", "/v1/recipients/u_h/deliveries?limit=2", e.admin, nil).want(t, http.StatusOK).decode(t, &first)
+		first := e.deliveryPage("/v1/recipients/u_h/deliveries?limit=2")
 		if len(first.Deliveries) != 2 || first.NextCursor == nil {
 			t.Fatalf("first page: %d deliveries, cursor %v; want 2 and a cursor", len(first.Deliveries), first.NextCursor)
 		}
-		e.do("GET", "/v1/recipients/u_h/deliveries?limit=2&cursor="+*first.NextCursor, e.admin, nil).want(t, http.StatusOK).decode(t, &second)
+		second := e.deliveryPage("/v1/recipients/u_h/deliveries?limit=2&cursor=" + *first.NextCursor)
 		if len(second.Deliveries) != 1 || second.NextCursor != nil {
 			t.Fatalf("second page: %d deliveries, cursor %v; want 1 and null", len(second.Deliveries), second.NextCursor)
 		}

@@ -23,7 +23,7 @@ func TestRequestsStayWithTheirRecipient(t *testing.T) {
 	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		victimTok := e.token(oncepush.TransportFCM)
-		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": victimTok}).want(t, http.StatusOK)
+		e.putDevice("u_1", obj{"transport": "fcm", "token": victimTok})
 		both := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2"}, "title": "For both"})
 		e.drain()
 		victimHistory := e.deliveries("/v1/recipients/u_1/deliveries")
@@ -36,9 +36,7 @@ func TestRequestsStayWithTheirRecipient(t *testing.T) {
 			if ds := e.devices(url.PathEscape(id)); len(ds) != 0 {
 				t.Errorf("devices of %q: %+v", id, ds)
 			}
-			var page deliveryPage
-			e.do("GET", p+"/deliveries", e.admin, nil).want(t, http.StatusOK).decode(t, &page)
-			if len(page.Deliveries) != 0 {
+			if page := e.deliveryPage(p + "/deliveries"); len(page.Deliveries) != 0 {
 				t.Errorf("history of %q holds %d deliveries", id, len(page.Deliveries))
 			}
 			e.do("DELETE", p, e.admin, nil).want(t, http.StatusNoContent)
@@ -46,9 +44,7 @@ func TestRequestsStayWithTheirRecipient(t *testing.T) {
 		// u_2's history, read with a cursor made from u_1's delivery id,
 		// still shows only u_2's.
 		cursor := base64.RawURLEncoding.EncodeToString([]byte("d" + itoa(victimHistory[0].ID+1)))
-		var page deliveryPage
-		e.do("GET", "/v1/recipients/u_2/deliveries?cursor="+cursor, e.admin, nil).want(t, http.StatusOK).decode(t, &page)
-		for _, d := range page.Deliveries {
+		for _, d := range e.deliveryPage("/v1/recipients/u_2/deliveries?cursor=" + cursor).Deliveries {
 			if d.Recipient != "u_2" {
 				t.Errorf("u_2's history shows a delivery of %q", d.Recipient)
 			}
@@ -117,7 +113,7 @@ func TestOpenEndpointsRevealLittle(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		const who = "u_metrics_canary_5e4d"
 		tok := e.token(oncepush.TransportFCM)
-		e.do("PUT", "/v1/recipients/"+who+"/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK)
+		e.putDevice(who, obj{"transport": "fcm", "token": tok})
 		e.send(e.admin, obj{"recipients": []string{who}, "title": "Hello", "dedupeKey": "canary-dedupe-key-3c2b"})
 		e.drain()
 		e.do("GET", "/v1/recipients/"+who+"/deliveries", e.admin, nil).want(t, http.StatusOK)

@@ -9,28 +9,39 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
-// postConcurrently sends the same request n times at once and returns the answers.
-func postConcurrently(e *env, n int, body obj, header ...string) []sendAnswer {
+// postConcurrently posts n notifications at once, the body of the i-th
+// request being body(i), and returns the replies once all have come back.
+func postConcurrently(e *env, n int, body func(i int) obj, header ...string) []*reply {
 	e.t.Helper()
-	answers := make([]sendAnswer, n)
 	replies := make([]*reply, n)
-	start := make(chan struct{})
 	errs := make([]error, n)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			replies[i], errs[i] = e.request("POST", "/v1/notifications", e.admin, body, header...)
+			replies[i], errs[i] = e.request("POST", "/v1/notifications", e.admin, body(i), header...)
 		})
 	}
 	close(start)
 	wg.Wait()
-	for i, r := range replies {
-		if errs[i] != nil {
-			e.t.Fatalf("request %d: %v", i, errs[i])
+	for i, err := range errs {
+		if err != nil {
+			e.t.Fatalf("request %d: %v", i, err)
 		}
+	}
+	return replies
+}
+
+// postSameConcurrently sends the same request n times at once and returns
+// the answers, each of which must be 202.
+func postSameConcurrently(e *env, n int, body obj, header ...string) []server.SendAnswer {
+	e.t.Helper()
+	answers := make([]server.SendAnswer, n)
+	for i, r := range postConcurrently(e, n, func(int) obj { return body }, header...) {
 		r.want(e.t, http.StatusAccepted).decode(e.t, &answers[i])
 	}
 	return answers
@@ -40,7 +51,7 @@ func postConcurrently(e *env, n int, body obj, header ...string) []sendAnswer {
 // notification: the same id in every answer, duplicate false on exactly one,
 // one delivery per recipient in the API and in the ledger, and one submission
 // per device after draining.
-func checkOneNotification(t *testing.T, e *env, answers []sendAnswer, recipients []string) {
+func checkOneNotification(t *testing.T, e *env, answers []server.SendAnswer, recipients []string) {
 	t.Helper()
 	first := 0
 	for i, a := range answers {
@@ -89,7 +100,7 @@ func TestConcurrentDuplicatePostsQueueOnce(t *testing.T) {
 			e.register(r, oncepush.TransportFCM, nil)
 		}
 		body := obj{"recipients": recipients, "title": "Invoice paid", "dedupeKey": "invoice-7"}
-		answers := postConcurrently(e, 20, body)
+		answers := postSameConcurrently(e, 20, body)
 		checkOneNotification(t, e, answers, recipients)
 
 		// Later, the same request again: the first answer, nothing new.
@@ -110,7 +121,7 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 			e.register(r, oncepush.TransportAPNs, nil)
 		}
 		body := obj{"recipients": recipients, "title": "Booking confirmed"}
-		answers := postConcurrently(e, 20, body, "Idempotency-Key", "booking-42")
+		answers := postSameConcurrently(e, 20, body, "Idempotency-Key", "booking-42")
 		checkOneNotification(t, e, answers, recipients)
 
 		// The header is an alias of dedupeKey: the body field replays it too,
@@ -232,18 +243,7 @@ func TestConcurrentConflictingBodies(t *testing.T) {
 			{"recipients": []string{"u_1", "u_3"}, "title": "Version B", "dedupeKey": "race"},
 		}
 		const n = 20
-		replies := make([]*reply, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				replies[i], errs[i] = e.request("POST", "/v1/notifications", e.admin, bodies[i%2])
-			})
-		}
-		close(start)
-		wg.Wait()
+		replies := postConcurrently(e, n, func(i int) obj { return bodies[i%2] })
 
 		// One body won the key: its requests answer 202 with one id, the
 		// other body's requests 409, and only the winner's deliveries exist.
@@ -251,12 +251,9 @@ func TestConcurrentConflictingBodies(t *testing.T) {
 		var ids []int64
 		fresh := 0
 		for i, r := range replies {
-			if errs[i] != nil {
-				t.Fatalf("request %d: %v", i, errs[i])
-			}
 			switch r.status {
 			case http.StatusAccepted:
-				var a sendAnswer
+				var a server.SendAnswer
 				r.decode(t, &a)
 				won[i%2]++
 				ids = append(ids, a.ID)
