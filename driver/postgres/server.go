@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -25,8 +26,8 @@ var serverMigrationFS embed.FS
 var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	what: "server ", files: serverMigrationFS, dir: "servermigration",
-	lock: sq.Get("ServerMigrationLock"), create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
+	Sequence: migrate.Sequence{Driver: "postgres", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	lock:     sq.Get("ServerMigrationLock"), create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }
 

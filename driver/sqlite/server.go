@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -25,8 +26,8 @@ var serverMigrationFS embed.FS
 var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	what: "server ", files: serverMigrationFS, dir: "servermigration",
-	create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
+	Sequence: migrate.Sequence{Driver: "sqlite", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	create:   sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }
 
