@@ -268,11 +268,7 @@ func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool) erro
 		return fmt.Errorf("%w: %s (journal mode %q): check the permissions of the file and its directory", ErrReadOnly, path, mode)
 	}
 	if quickCheck {
-		problems, err := query(ctx, conn, func(r scanner) (string, error) {
-			var s string
-			err := r.Scan(&s)
-			return s, err
-		}, q.Get("QuickCheck"))
+		problems, err := query(ctx, conn, scanValue[string], q.Get("QuickCheck"))
 		if err != nil {
 			return openError(path, err)
 		}
@@ -357,19 +353,7 @@ func (d *Driver) Backup(ctx context.Context, dst string) error {
 // InTx implements driver.Driver. The transaction is BEGIN IMMEDIATE (the DSN's
 // _txlock), so it holds the write lock from its start to its end.
 func (d *Driver) InTx(ctx context.Context, fn func(context.Context, *sql.Tx, driver.Executor) error) error {
-	if err := d.gate.enter(ctx, d.opts.BusyTimeout); err != nil {
-		return err
-	}
-	defer d.gate.leave()
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if err := fn(ctx, tx, &executor{tx: tx}); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return d.exec().inNewTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx, &executor{tx: tx}) })
 }
 
 // Exec implements driver.Driver.
@@ -548,11 +532,7 @@ func (v versionTable) Prepare(ctx context.Context) error {
 }
 
 func (v versionTable) Applied(ctx context.Context) ([]int, error) {
-	return query(ctx, v.db, func(r scanner) (int, error) {
-		var n int
-		err := r.Scan(&n)
-		return n, err
-	}, v.l.list)
+	return query(ctx, v.db, scanValue[int], v.l.list)
 }
 
 func (v versionTable) Exists(ctx context.Context) (bool, error) {

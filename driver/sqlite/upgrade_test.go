@@ -70,11 +70,7 @@ SELECT 'k1', x'09', id, 1, 0, ?4 FROM oncepush_message;
 // statements that would create them — one line each, sorted.
 func schemaOf(t *testing.T, drv *Driver) []string {
 	t.Helper()
-	lines, err := query(t.Context(), drv.DB(), func(r scanner) (string, error) {
-		var s string
-		err := r.Scan(&s)
-		return s, err
-	}, `SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_schema`)
+	lines, err := query(t.Context(), drv.DB(), scanValue[string], `SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_schema`)
 	if err != nil {
 		t.Fatal(err)
 	}
