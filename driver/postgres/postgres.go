@@ -178,11 +178,7 @@ func (v versionTable) Prepare(ctx context.Context) error {
 }
 
 func (v versionTable) Applied(ctx context.Context) ([]int, error) {
-	rows, err := v.db.Query(ctx, v.l.list)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int])
+	return query(ctx, v.db, pgx.RowTo[int], v.l.list)
 }
 
 func (v versionTable) Exists(ctx context.Context) (bool, error) {
