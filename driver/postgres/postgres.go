@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/listen"
 	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -78,21 +79,9 @@ func (d *Driver) Notify(ctx context.Context) error {
 // Wake-ups of other schemas (the payload names the schema) are ignored.
 func (d *Driver) Listen(ctx context.Context, wake func()) error {
 	cfg := d.pool.Config().ConnConfig.Copy()
-	pause := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, cfg, wake)
-		if ctx.Err() != nil {
-			break
-		}
-		_ = err // the engine polls meanwhile; a dead listener only delays wake-ups
-		wake()  // anything may have been missed while disconnected
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-	return nil
+	return listen.Reconnecting(ctx, wake, func(ctx context.Context) error {
+		return d.listenOnce(ctx, cfg, wake)
+	})
 }
 
 func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func()) error {

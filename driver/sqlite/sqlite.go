@@ -45,6 +45,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/listen"
 	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -384,21 +385,9 @@ func (d *Driver) Listen(ctx context.Context, wake func()) error {
 	if err != nil || path == "" {
 		return err
 	}
-	pause := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, path, wake)
-		if ctx.Err() != nil {
-			break
-		}
-		_ = err // the engine polls meanwhile; a dead listener only delays wake-ups
-		wake()  // anything may have been missed while disconnected
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-	return nil
+	return listen.Reconnecting(ctx, wake, func(ctx context.Context) error {
+		return d.listenOnce(ctx, path, wake)
+	})
 }
 
 // file returns the path of the database file, asking the handle when New made
