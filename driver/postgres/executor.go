@@ -18,6 +18,45 @@ type executor struct {
 
 var _ driver.Executor = (*executor)(nil)
 
+// query runs a query and scans every row.
+func query[T any](ctx context.Context, db dbtx, scan pgx.RowToFunc[T], text string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
+}
+
+// queryOne runs a query of one row and scans it; no row is driver.ErrNotFound.
+func queryOne[T any](ctx context.Context, db dbtx, scan pgx.RowToFunc[T], text string, args ...any) (T, error) {
+	rows, err := db.Query(ctx, text, args...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, scan)
+	return v, translate(err)
+}
+
+// queryMap runs a query of two columns and returns them as key → value.
+func queryMap[K comparable, V any](ctx context.Context, db dbtx, text string, args ...any) (map[K]V, error) {
+	rows, err := db.Query(ctx, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[K]V{}
+	for rows.Next() {
+		var k K
+		var v V
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
 func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, int, error) {
 	var data any // NULL, not the JSON literal null, when there is no data
 	if p.Data != nil {
@@ -83,11 +122,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 }
 
 func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
-	rows, err := e.db.Query(ctx, q.Get("MessageGetMany"), named{"ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanMessage)
+	return query(ctx, e.db, scanMessage, q.Get("MessageGetMany"), named{"ids": ids})
 }
 
 func scanMessage(r pgx.CollectableRow) (*driver.Message, error) {
@@ -105,24 +140,16 @@ func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
 }
 
 func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipients"), named{"recipients": recipients})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanDevice)
+	return query(ctx, e.db, scanDevice, q.Get("DeviceListByRecipients"), named{"recipients": recipients})
 }
 
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
+	return query(ctx, e.db, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
 		a := &driver.DeviceAttempt{}
 		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
 			&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
 		return a, err
-	})
+	}, q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
 }
 
 func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
@@ -140,14 +167,10 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 		ids[i], statuses[i], attempts[i] = u.ID, u.Status, int32(u.Attempts)
 		nextAts[i], delays[i], lastErrors[i] = u.NextAttemptAt, micros(u.Delay), u.LastError
 	}
-	rows, err := e.db.Query(ctx, q.Get("DeliveryUpdateMany"), named{
+	return query(ctx, e.db, pgx.RowTo[int64], q.Get("DeliveryUpdateMany"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "ids": ids, "statuses": statuses, "attempts": attempts,
 		"next_ats": nextAts, "delays_us": delays, "last_errors": lastErrors,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.DeviceAttemptUpsertManyParams) error {
@@ -189,14 +212,10 @@ func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.Devic
 	for i, k := range p.Pairs {
 		deliveryIDs[i], deviceIDs[i], transports[i], tokenKeys[i] = k.DeliveryID, k.DeviceID, k.Transport, k.TokenKey
 	}
-	rows, err := e.db.Query(ctx, q.Get("DeviceAttemptMarkSending"), named{
+	return query(ctx, e.db, pgx.RowTo[int64], q.Get("DeviceAttemptMarkSending"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "min_left_us": micros(p.MinLeaseLeft),
 		"delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports, "token_keys": tokenKeys,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
@@ -214,20 +233,7 @@ func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey
 }
 
 func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryLeaseGetMany"), named{"ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[int64]int64, len(ids))
-	for rows.Next() {
-		var id, lease int64
-		if err := rows.Scan(&id, &lease); err != nil {
-			return nil, err
-		}
-		out[id] = lease
-	}
-	return out, rows.Err()
+	return queryMap[int64, int64](ctx, e.db, q.Get("DeliveryLeaseGetMany"), named{"ids": ids})
 }
 
 func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterParams) (*driver.Device, error) {
@@ -255,15 +261,11 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 			if _, err := tx.Exec(ctx, q.Get("DeviceDeleteOtherOwner"), key); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, q.Get("DeviceUpsert"), named{
+			devs, err := query(ctx, tx, scanDevice, q.Get("DeviceUpsert"), named{
 				"now": p.Now, "recipient": p.Recipient, "transport": p.Transport, "token": p.Token,
 				"token_key": p.TokenKey, "platform": p.Platform, "session": p.Session,
 				"locale": p.Locale, "time_zone": p.TimeZone,
 			})
-			if err != nil {
-				return err
-			}
-			devs, err := pgx.CollectRows(rows, scanDevice)
 			if err != nil {
 				return err
 			}
@@ -297,11 +299,7 @@ func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregis
 }
 
 func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeviceListByRecipient"), named{"recipient": recipient})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanDevice)
+	return query(ctx, e.db, scanDevice, q.Get("DeviceListByRecipient"), named{"recipient": recipient})
 }
 
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
@@ -337,6 +335,15 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 	return res, err
 }
 
+// deliveries reads a list of deliveries with their device attempts.
+func (e *executor) deliveries(ctx context.Context, text string, args named) ([]*driver.Delivery, error) {
+	ds, err := query(ctx, e.db, scanDelivery, text, args)
+	if err != nil {
+		return nil, err
+	}
+	return driver.AttachAttempts(ctx, e, ds)
+}
+
 func scanDelivery(r pgx.CollectableRow) (*driver.Delivery, error) {
 	d := &driver.Delivery{}
 	err := r.Scan(&d.ID, &d.MessageID, &d.Recipient, &d.NotificationID, &d.DedupKey, &d.Status, &d.Attempts,
@@ -345,13 +352,9 @@ func scanDelivery(r pgx.CollectableRow) (*driver.Delivery, error) {
 }
 
 func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryGet"), named{"id": id})
+	d, err := queryOne(ctx, e.db, scanDelivery, q.Get("DeliveryGet"), named{"id": id})
 	if err != nil {
 		return nil, err
-	}
-	d, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
-	if err != nil {
-		return nil, translate(err)
 	}
 	if _, err := driver.AttachAttempts(ctx, e, []*driver.Delivery{d}); err != nil {
 		return nil, err
@@ -360,55 +363,21 @@ func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery,
 }
 
 func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryListByMessage"), named{"message_id": messageID, "after_id": afterID, "max": limit})
-	if err != nil {
-		return nil, err
-	}
-	ds, err := pgx.CollectRows(rows, scanDelivery)
-	if err != nil {
-		return nil, err
-	}
-	return driver.AttachAttempts(ctx, e, ds)
+	return e.deliveries(ctx, q.Get("DeliveryListByMessage"), named{"message_id": messageID, "after_id": afterID, "max": limit})
 }
 
 func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryListByRecipient"), named{"recipient": recipient, "before_id": beforeID, "max": limit})
-	if err != nil {
-		return nil, err
-	}
-	ds, err := pgx.CollectRows(rows, scanDelivery)
-	if err != nil {
-		return nil, err
-	}
-	return driver.AttachAttempts(ctx, e, ds)
+	return e.deliveries(ctx, q.Get("DeliveryListByRecipient"), named{"recipient": recipient, "before_id": beforeID, "max": limit})
 }
 
 func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryCountByStatus"), named{"message_id": messageID})
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
+	return queryMap[string, int](ctx, e.db, q.Get("DeliveryCountByStatus"), named{"message_id": messageID})
 }
 
 func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
-	rows, err := e.db.Query(ctx, q.Get("LockAcquire"), named{
+	owners, err := query(ctx, e.db, pgx.RowTo[string], q.Get("LockAcquire"), named{
 		"now": p.Now, "name": p.Name, "owner": p.Owner, "ttl_us": micros(p.TTL),
 	})
-	if err != nil {
-		return false, err
-	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return len(owners) == 1, err
 }
 
@@ -487,12 +456,7 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 // --- reading the ledger (messages)
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
-	rows, err := e.db.Query(ctx, q.Get("MessageGet"), named{"id": id})
-	if err != nil {
-		return nil, err
-	}
-	m, err := pgx.CollectExactlyOneRow(rows, scanMessage)
-	return m, translate(err)
+	return queryOne(ctx, e.db, scanMessage, q.Get("MessageGet"), named{"id": id})
 }
 
 func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error) {
@@ -504,16 +468,11 @@ func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID in
 // --- recorded requests
 
 func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.IdempotencyRecord, error) {
-	rows, err := e.db.Query(ctx, q.Get("IdempotencyGet"), named{"key": key})
-	if err != nil {
-		return nil, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (*driver.IdempotencyRecord, error) {
+	return queryOne(ctx, e.db, func(r pgx.CollectableRow) (*driver.IdempotencyRecord, error) {
 		rec := &driver.IdempotencyRecord{}
 		err := r.Scan(&rec.Key, &rec.RequestHash, &rec.MessageID, &rec.Queued, &rec.Duplicates, &rec.CreatedAt)
 		return rec, err
-	})
-	return r, translate(err)
+	}, q.Get("IdempotencyGet"), named{"key": key})
 }
 
 func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncepush/oncepush/driver/internal/upgradetest"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 	"github.com/oncepush/oncepush/internal/testdb"
 )
@@ -62,12 +63,7 @@ type planner struct {
 func newPlanner(t *testing.T) *planner {
 	t.Helper()
 	pool := testdb.Pool(t, testdb.Schema(t), 2)
-	if _, err := New(pool).Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(pool).ServerStore().Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	upgradetest.MigrateAll(t, New(pool))
 	c, err := pool.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/listen"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
 
@@ -79,21 +79,9 @@ func (d *Driver) Notify(ctx context.Context) error {
 // Wake-ups of other schemas (the payload names the schema) are ignored.
 func (d *Driver) Listen(ctx context.Context, wake func()) error {
 	cfg := d.pool.Config().ConnConfig.Copy()
-	pause := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, cfg, wake)
-		if ctx.Err() != nil {
-			break
-		}
-		_ = err // the engine polls meanwhile; a dead listener only delays wake-ups
-		wake()  // anything may have been missed while disconnected
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-	return nil
+	return listen.Reconnecting(ctx, wake, func(ctx context.Context) error {
+		return d.listenOnce(ctx, cfg, wake)
+	})
 }
 
 func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func()) error {
@@ -121,26 +109,19 @@ func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func(
 	}
 }
 
-// migrations is one numbered sequence of migrations with a version table of
-// its own: the engine's (migration/, oncepush_migration) or the server's
-// (servermigration/, oncepush_server_migration). The two evolve apart.
+// migrations is one of the driver's two sequences of migrations (see
+// migrate.Sequence) with the statements that lock, create, list, record into
+// and probe its version table.
 type migrations struct {
-	what  string // "" for the engine's, "server " for the server's: in errors
-	files embed.FS
-	dir   string
-	// The statements that lock, create, list, record into and probe the
-	// version table.
+	migrate.Sequence
 	lock, create, list, insert, exists string
 }
 
 var engineMigrations = &migrations{
-	files: migrationFS, dir: "migration",
-	lock: q.Get("MigrationLock"), create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
+	Sequence: migrate.Sequence{Driver: "postgres", Files: migrationFS, Dir: "migration"},
+	lock:     q.Get("MigrationLock"), create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
 	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
 }
-
-// load returns the embedded migration files, in version order.
-func (l *migrations) load() ([]sqlfile.Migration, error) { return sqlfile.Migrations(l.files, l.dir) }
 
 // Migrate implements driver.Driver. Each migration runs in its own transaction
 // under an advisory lock, so concurrent callers apply each migration once.
@@ -149,45 +130,14 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 }
 
 func (l *migrations) migrate(ctx context.Context, pool *pgxpool.Pool) (*driver.MigrateResult, error) {
-	ms, err := l.load()
-	if err != nil {
-		return nil, err
+	return l.Migrate(ctx, l.inTx(ctx, pool))
+}
+
+// inTx runs a migration step in a transaction of the pool's.
+func (l *migrations) inTx(ctx context.Context, pool *pgxpool.Pool) func(func(migrate.Tx) error) error {
+	return func(fn func(migrate.Tx) error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(versionTable{l, tx}) })
 	}
-	res := &driver.MigrateResult{}
-	for _, m := range ms {
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, l.lock); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, l.create); err != nil {
-				return err
-			}
-			applied, err := l.applied(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if len(applied) > 0 && applied[len(applied)-1] > len(ms) {
-				return fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
-					driver.ErrSchemaTooNew, l.what, applied[len(applied)-1], len(ms))
-			}
-			if slices.Contains(applied, m.Version) {
-				return nil
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("postgres: %smigration %s: %w", l.what, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, l.insert, named{"version": m.Version, "name": m.Name}); err != nil {
-				return err
-			}
-			res.Applied = append(res.Applied, m.Version)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	res.Version = len(ms)
-	return res, nil
 }
 
 // SchemaVersion implements driver.Driver.
@@ -196,33 +146,44 @@ func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err er
 }
 
 func (l *migrations) version(ctx context.Context, pool *pgxpool.Pool) (current, latest int, err error) {
-	ms, err := l.load()
-	if err != nil {
-		return 0, 0, err
-	}
-	var exists bool
-	if err := pool.QueryRow(ctx, l.exists).Scan(&exists); err != nil {
-		return 0, len(ms), err
-	}
-	if !exists {
-		return 0, len(ms), nil
-	}
-	applied, err := l.applied(ctx, pool)
-	if err != nil {
-		return 0, len(ms), err
-	}
-	if len(applied) > 0 {
-		current = applied[len(applied)-1]
-	}
-	return current, len(ms), nil
+	return l.Version(ctx, versionTable{l, pool})
 }
 
-func (l *migrations) applied(ctx context.Context, db dbtx) ([]int, error) {
-	rows, err := db.Query(ctx, l.list)
-	if err != nil {
-		return nil, err
+// versionTable is a sequence's version table on the pool or in a
+// migration's transaction: migrate.Tx and migrate.DB in PostgreSQL's words.
+type versionTable struct {
+	l  *migrations
+	db dbtx
+}
+
+// Prepare takes the sequence's advisory lock, held to the end of the
+// transaction, then creates the table if it is missing.
+func (v versionTable) Prepare(ctx context.Context) error {
+	if _, err := v.db.Exec(ctx, v.l.lock); err != nil {
+		return err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int])
+	_, err := v.db.Exec(ctx, v.l.create)
+	return err
+}
+
+func (v versionTable) Applied(ctx context.Context) ([]int, error) {
+	return query(ctx, v.db, pgx.RowTo[int], v.l.list)
+}
+
+func (v versionTable) Exists(ctx context.Context) (bool, error) {
+	var exists bool
+	err := v.db.QueryRow(ctx, v.l.exists).Scan(&exists)
+	return exists, err
+}
+
+func (v versionTable) Exec(ctx context.Context, sql string) error {
+	_, err := v.db.Exec(ctx, sql)
+	return err
+}
+
+func (v versionTable) Record(ctx context.Context, m sqlfile.Migration) error {
+	_, err := v.db.Exec(ctx, v.l.insert, named{"version": m.Version, "name": m.Name})
+	return err
 }
 
 // dbtx is what both a pool and a transaction offer.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -25,8 +26,8 @@ var serverMigrationFS embed.FS
 var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	what: "server ", files: serverMigrationFS, dir: "servermigration",
-	lock: sq.Get("ServerMigrationLock"), create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
+	Sequence: migrate.Sequence{Driver: "postgres", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	lock:     sq.Get("ServerMigrationLock"), create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }
 
@@ -78,20 +79,11 @@ func scanAPIKey(r pgx.CollectableRow) (*serverstore.APIKey, error) {
 }
 
 func (e *serverExecutor) APIKeyGetByHash(ctx context.Context, hash []byte) (*serverstore.APIKey, error) {
-	rows, err := e.db.Query(ctx, sq.Get("APIKeyGetByHash"), named{"hash": hash})
-	if err != nil {
-		return nil, err
-	}
-	k, err := pgx.CollectExactlyOneRow(rows, scanAPIKey)
-	return k, translate(err)
+	return queryOne(ctx, e.db, scanAPIKey, sq.Get("APIKeyGetByHash"), named{"hash": hash})
 }
 
 func (e *serverExecutor) APIKeyList(ctx context.Context) ([]*serverstore.APIKey, error) {
-	rows, err := e.db.Query(ctx, sq.Get("APIKeyList"))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanAPIKey)
+	return query(ctx, e.db, scanAPIKey, sq.Get("APIKeyList"))
 }
 
 func (e *serverExecutor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
@@ -106,20 +98,11 @@ func scanPreference(r pgx.CollectableRow) (*serverstore.Preference, error) {
 }
 
 func (e *serverExecutor) PreferenceGet(ctx context.Context, recipient string) (*serverstore.Preference, error) {
-	rows, err := e.db.Query(ctx, sq.Get("PreferenceGet"), named{"recipient": recipient})
-	if err != nil {
-		return nil, err
-	}
-	p, err := pgx.CollectExactlyOneRow(rows, scanPreference)
-	return p, translate(err)
+	return queryOne(ctx, e.db, scanPreference, sq.Get("PreferenceGet"), named{"recipient": recipient})
 }
 
 func (e *serverExecutor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*serverstore.Preference, error) {
-	rows, err := e.db.Query(ctx, sq.Get("PreferenceGetMany"), named{"recipients": recipients})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanPreference)
+	return query(ctx, e.db, scanPreference, sq.Get("PreferenceGetMany"), named{"recipients": recipients})
 }
 
 func (e *serverExecutor) PreferencePut(ctx context.Context, p *serverstore.Preference, now *time.Time) error {

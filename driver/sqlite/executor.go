@@ -38,19 +38,7 @@ func (e *executor) atomic(ctx context.Context, fn func(db dbtx) error) error {
 	if e.tx != nil {
 		return savepoint(ctx, e.tx, "oncepush_step", func() error { return fn(e.tx) })
 	}
-	if err := e.gate.enter(ctx, e.busy); err != nil {
-		return err
-	}
-	defer e.gate.leave()
-	tx, err := e.db.BeginTx(ctx, nil) // IMMEDIATE: the DSN's _txlock
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return e.inNewTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
 }
 
 // write runs a writing statement: on the executor's transaction, or alone in
@@ -61,6 +49,13 @@ func (e *executor) write(ctx context.Context, fn func(db dbtx) error) error {
 	if e.tx != nil {
 		return fn(e.tx)
 	}
+	return e.inNewTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+}
+
+// inNewTx runs fn in a new BEGIN IMMEDIATE transaction of the handle's (the
+// DSN's _txlock), begun once this process's write turn has come (see
+// writeGate), and commits it if fn returns nil.
+func (e *executor) inNewTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := e.gate.enter(ctx, e.busy); err != nil {
 		return err
 	}
@@ -85,6 +80,34 @@ func written[T any](ctx context.Context, e *executor, fn func(db dbtx) (T, error
 		return err
 	})
 	return out, err
+}
+
+// exec runs one writing statement through write.
+func (e *executor) exec(ctx context.Context, text string, args ...any) error {
+	return e.write(ctx, func(db dbtx) error {
+		_, err := db.ExecContext(ctx, text, args...)
+		return err
+	})
+}
+
+// execCount is exec returning how many rows the statement wrote.
+func (e *executor) execCount(ctx context.Context, text string, args ...any) (int, error) {
+	return written(ctx, e, func(db dbtx) (int, error) {
+		return rowsAffected(db.ExecContext(ctx, text, args...))
+	})
+}
+
+// execList is execCount for a statement whose one parameter, name, is the
+// list v. An empty list writes nothing: no statement runs.
+func execList[T any](ctx context.Context, e *executor, text, name string, v []T) (int, error) {
+	if len(v) == 0 {
+		return 0, nil
+	}
+	list, err := jsonList(v)
+	if err != nil {
+		return 0, err
+	}
+	return e.execCount(ctx, text, sql.Named(name, list))
 }
 
 func savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) error {
@@ -207,8 +230,19 @@ func query[T any](ctx context.Context, db dbtx, scan func(scanner) (T, error), t
 	return out, rows.Err()
 }
 
-func scanInt64(r scanner) (int64, error) {
-	var v int64
+// queryList is query for a statement whose one parameter, name, is the
+// list v.
+func queryList[T, V any](ctx context.Context, db dbtx, scan func(scanner) (T, error), text, name string, v []V) ([]T, error) {
+	list, err := jsonList(v)
+	if err != nil {
+		return nil, err
+	}
+	return query(ctx, db, scan, text, sql.Named(name, list))
+}
+
+// scanValue scans a row of one column.
+func scanValue[T any](r scanner) (T, error) {
+	var v T
 	err := r.Scan(&v)
 	return v, err
 }
@@ -284,10 +318,7 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 }
 
 func (e *executor) MessageDelete(ctx context.Context, id int64) error {
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("MessageDelete"), sql.Named("id", id))
-		return err
-	})
+	return e.exec(ctx, q.Get("MessageDelete"), sql.Named("id", id))
 }
 
 // Wake does nothing: SQLite cannot notify. Listen hears the commit through
@@ -355,11 +386,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 }
 
 func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
-	list, err := jsonList(ids)
-	if err != nil {
-		return nil, err
-	}
-	return query(ctx, e.conn(), scanMessage, q.Get("MessageGetMany"), sql.Named("ids", list))
+	return queryList(ctx, e.conn(), scanMessage, q.Get("MessageGetMany"), "ids", ids)
 }
 
 func scanMessage(r scanner) (*driver.Message, error) {
@@ -377,24 +404,16 @@ func scanDevice(r scanner) (*driver.Device, error) {
 }
 
 func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
-	list, err := jsonList(recipients)
-	if err != nil {
-		return nil, err
-	}
-	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipients"), sql.Named("recipients", list))
+	return queryList(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipients"), "recipients", recipients)
 }
 
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
-	list, err := jsonList(ids)
-	if err != nil {
-		return nil, err
-	}
-	return query(ctx, e.conn(), func(r scanner) (*driver.DeviceAttempt, error) {
+	return queryList(ctx, e.conn(), func(r scanner) (*driver.DeviceAttempt, error) {
 		a := &driver.DeviceAttempt{}
 		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
 			&a.ProviderID, &a.Error, nullTimeCol{&a.FirstSentAt}, nullTimeCol{&a.LastSentAt}, timeCol{&a.UpdatedAt})
 		return a, err
-	}, q.Get("DeviceAttemptListByDeliveries"), sql.Named("delivery_ids", list))
+	}, q.Get("DeviceAttemptListByDeliveries"), "delivery_ids", ids)
 }
 
 // --- record
@@ -426,7 +445,7 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 		return nil, err
 	}
 	return written(ctx, e, func(db dbtx) ([]int64, error) {
-		return query(ctx, db, scanInt64, q.Get("DeliveryUpdateMany"),
+		return query(ctx, db, scanValue[int64], q.Get("DeliveryUpdateMany"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("lease_id", p.LeaseID), sql.Named("updates", list))
 	})
 }
@@ -459,11 +478,7 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 	if err != nil {
 		return err
 	}
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("DeviceAttemptUpsertMany"),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
-		return err
-	})
+	return e.exec(ctx, q.Get("DeviceAttemptUpsertMany"), sql.Named("now", nowMicros(p.Now)), sql.Named("rows", list))
 }
 
 // attemptKey is one element of DeviceAttemptMarkSending's @pairs.
@@ -487,7 +502,7 @@ func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.Devic
 		return nil, err
 	}
 	return written(ctx, e, func(db dbtx) ([]int64, error) {
-		return query(ctx, db, scanInt64, q.Get("DeviceAttemptMarkSending"), sql.Named("now", nowMicros(p.Now)),
+		return query(ctx, db, scanValue[int64], q.Get("DeviceAttemptMarkSending"), sql.Named("now", nowMicros(p.Now)),
 			sql.Named("lease_id", p.LeaseID), sql.Named("min_left_us", durMicros(p.MinLeaseLeft)), sql.Named("pairs", list))
 	})
 }
@@ -507,13 +522,7 @@ func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey
 	for i, k := range keys {
 		ks[i] = deviceKey{ID: k.ID, Recipient: k.Recipient, Token: k.Token}
 	}
-	list, err := jsonList(ks)
-	if err != nil {
-		return 0, err
-	}
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteMany"), sql.Named("keys", list)))
-	})
+	return execList(ctx, e, q.Get("DeviceDeleteMany"), "keys", ks)
 }
 
 func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
@@ -567,10 +576,8 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 }
 
 func (e *executor) DeviceUnregister(ctx context.Context, p *driver.DeviceUnregisterParams) (int, error) {
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("DeviceUnregister"),
-			sql.Named("transport", p.Transport), sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)))
-	})
+	return e.execCount(ctx, q.Get("DeviceUnregister"),
+		sql.Named("transport", p.Transport), sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient))
 }
 
 func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) ([]*driver.Device, error) {
@@ -606,6 +613,15 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 
 // --- reading the ledger
 
+// deliveries reads a list of deliveries with their device attempts.
+func (e *executor) deliveries(ctx context.Context, text string, args ...any) ([]*driver.Delivery, error) {
+	ds, err := query(ctx, e.conn(), scanDelivery, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	return driver.AttachAttempts(ctx, e, ds)
+}
+
 func scanDelivery(r scanner) (*driver.Delivery, error) {
 	d := &driver.Delivery{}
 	err := r.Scan(&d.ID, &d.MessageID, &d.Recipient, &d.NotificationID, &d.DedupKey, &d.Status, &d.Attempts,
@@ -625,21 +641,13 @@ func (e *executor) DeliveryGet(ctx context.Context, id int64) (*driver.Delivery,
 }
 
 func (e *executor) DeliveryListByMessage(ctx context.Context, messageID, afterID int64, limit int) ([]*driver.Delivery, error) {
-	ds, err := query(ctx, e.conn(), scanDelivery, q.Get("DeliveryListByMessage"),
+	return e.deliveries(ctx, q.Get("DeliveryListByMessage"),
 		sql.Named("message_id", messageID), sql.Named("after_id", afterID), sql.Named("max", limit))
-	if err != nil {
-		return nil, err
-	}
-	return driver.AttachAttempts(ctx, e, ds)
 }
 
 func (e *executor) DeliveryListByRecipient(ctx context.Context, recipient string, beforeID int64, limit int) ([]*driver.Delivery, error) {
-	ds, err := query(ctx, e.conn(), scanDelivery, q.Get("DeliveryListByRecipient"),
+	return e.deliveries(ctx, q.Get("DeliveryListByRecipient"),
 		sql.Named("recipient", recipient), sql.Named("before_id", beforeID), sql.Named("max", limit))
-	if err != nil {
-		return nil, err
-	}
-	return driver.AttachAttempts(ctx, e, ds)
 }
 
 func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error) {
@@ -650,28 +658,19 @@ func (e *executor) DeliveryCountByStatus(ctx context.Context, messageID int64) (
 
 func (e *executor) LockAcquire(ctx context.Context, p *driver.LockParams) (bool, error) {
 	owners, err := written(ctx, e, func(db dbtx) ([]string, error) {
-		return query(ctx, db, func(r scanner) (string, error) {
-			var s string
-			err := r.Scan(&s)
-			return s, err
-		}, q.Get("LockAcquire"), sql.Named("now", nowMicros(p.Now)), sql.Named("name", p.Name),
+		return query(ctx, db, scanValue[string], q.Get("LockAcquire"), sql.Named("now", nowMicros(p.Now)), sql.Named("name", p.Name),
 			sql.Named("owner", p.Owner), sql.Named("ttl_us", durMicros(p.TTL)))
 	})
 	return len(owners) == 1, err
 }
 
 func (e *executor) LockRelease(ctx context.Context, p *driver.LockParams) error {
-	return e.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, q.Get("LockRelease"), sql.Named("name", p.Name), sql.Named("owner", p.Owner))
-		return err
-	})
+	return e.exec(ctx, q.Get("LockRelease"), sql.Named("name", p.Name), sql.Named("owner", p.Owner))
 }
 
 func (e *executor) cleanup(ctx context.Context, name string, p *driver.CleanupParams) (int, error) {
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get(name),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit)))
-	})
+	return e.execCount(ctx, q.Get(name),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("age_us", durMicros(p.Age)), sql.Named("max", p.Limit))
 }
 
 // collectDeleted runs a DELETE … RETURNING message_id, dedup_key and gathers
@@ -715,16 +714,7 @@ func (e *executor) DeliveryDeleteFinished(ctx context.Context, p *driver.Cleanup
 }
 
 func (e *executor) MessageDeleteOrphans(ctx context.Context, ids []int64) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	list, err := jsonList(ids)
-	if err != nil {
-		return 0, err
-	}
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("MessageDeleteOrphans"), sql.Named("ids", list)))
-	})
+	return execList(ctx, e, q.Get("MessageDeleteOrphans"), "ids", ids)
 }
 
 func (e *executor) MessageSweepOrphans(ctx context.Context, p *driver.SweepParams) (int, int64, error) {
@@ -786,14 +776,5 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 }
 
 func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	list, err := jsonList(keys)
-	if err != nil {
-		return 0, err
-	}
-	return written(ctx, e, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, q.Get("IdempotencyDeleteFreed"), sql.Named("keys", list)))
-	})
+	return execList(ctx, e, q.Get("IdempotencyDeleteFreed"), "keys", keys)
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"maps"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/oncepush/oncepush/driver/internal/upgradetest"
 )
 
 // TestQueriesReadThroughIndexes: no named query scans a whole table. The
@@ -16,17 +19,7 @@ import (
 // the query repeats its predicate, which is easy to forget.
 func TestQueriesReadThroughIndexes(t *testing.T) {
 	t.Parallel()
-	drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	if _, err := drv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drv.ServerStore().Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	drv := migratedFile(t)
 	param := regexp.MustCompile(`@[a-z_]+`)
 	// A full scan is "SCAN table" with no index; json_each and pragma
 	// functions are virtual tables, scanned by design.
@@ -45,23 +38,15 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 		for _, p := range slices.Compact(slices.Sorted(slices.Values(param.FindAllString(text, -1)))) {
 			args = append(args, sql.Named(p[1:], "[]"))
 		}
-		rows, err := drv.DB().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+text, args...)
+		plan, err := queryPlan(t.Context(), drv, text, args...)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
+		for _, detail := range plan {
 			if fullScan.MatchString(detail) {
 				t.Errorf("%s scans a whole table: %s", name, detail)
 			}
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
@@ -70,14 +55,7 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 // cursor, so a deep page does not walk (and test) every row before it.
 func TestListsSeekTheirCursor(t *testing.T) {
 	t.Parallel()
-	drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	if _, err := drv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	drv := migratedFile(t)
 	for name, search := range map[string]string{
 		"DeliveryListByRecipient": "(recipient=? AND id<?)",
 		"DeliveryListByMessage":   "(message_id=? AND id>?)",
@@ -86,24 +64,36 @@ func TestListsSeekTheirCursor(t *testing.T) {
 		for _, p := range []string{"recipient", "message_id", "before_id", "after_id", "max"} {
 			args = append(args, sql.Named(p, 1))
 		}
-		var plan []string
-		rows, err := drv.DB().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.Get(name), args...)
+		plan, err := queryPlan(t.Context(), drv, q.Get(name), args...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
-		}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
 		}
 		if len(plan) != 1 || !strings.HasPrefix(plan[0], "SEARCH oncepush_delivery USING ") || !strings.HasSuffix(plan[0], search) {
 			t.Errorf("%s: plan %q, want one index search %s", name, plan, search)
 		}
 	}
+}
+
+// migratedFile opens a new database file for the test, migrated with the
+// engine's migrations and the server's.
+func migratedFile(t *testing.T) *Driver {
+	t.Helper()
+	drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "plans.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close() })
+	upgradetest.MigrateAll(t, drv)
+	return drv
+}
+
+// queryPlan is what EXPLAIN QUERY PLAN says of each step of text: the detail
+// column, as "SEARCH oncepush_delivery USING INDEX …".
+func queryPlan(ctx context.Context, drv *Driver, text string, args ...any) ([]string, error) {
+	return query(ctx, drv.DB(), func(r scanner) (string, error) {
+		var id, parent, unused int
+		var detail string
+		err := r.Scan(&id, &parent, &unused, &detail)
+		return detail, err
+	}, "EXPLAIN QUERY PLAN "+text, args...)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
@@ -25,8 +26,8 @@ var serverMigrationFS embed.FS
 var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	what: "server ", files: serverMigrationFS, dir: "servermigration",
-	create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
+	Sequence: migrate.Sequence{Driver: "sqlite", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	create:   sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }
 
@@ -97,11 +98,8 @@ func (e *serverExecutor) APIKeyInsert(ctx context.Context, k *serverstore.APIKey
 	if !k.CreatedAt.IsZero() {
 		now = &k.CreatedAt
 	}
-	return e.ex.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, sq.Get("APIKeyInsert"), sql.Named("id", k.ID), sql.Named("name", k.Name),
-			sql.Named("hash", k.Hash), sql.Named("scopes", scopes), sql.Named("now", nowMicros(now)))
-		return err
-	})
+	return e.ex.exec(ctx, sq.Get("APIKeyInsert"), sql.Named("id", k.ID), sql.Named("name", k.Name),
+		sql.Named("hash", k.Hash), sql.Named("scopes", scopes), sql.Named("now", nowMicros(now)))
 }
 
 func (e *serverExecutor) APIKeyGetByHash(ctx context.Context, hash []byte) (*serverstore.APIKey, error) {
@@ -117,9 +115,7 @@ func (e *serverExecutor) APIKeyList(ctx context.Context) ([]*serverstore.APIKey,
 }
 
 func (e *serverExecutor) APIKeyRevoke(ctx context.Context, id string, now *time.Time) (bool, error) {
-	n, err := written(ctx, e.ex, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, sq.Get("APIKeyRevoke"), sql.Named("id", id), sql.Named("now", nowMicros(now))))
-	})
+	n, err := e.ex.execCount(ctx, sq.Get("APIKeyRevoke"), sql.Named("id", id), sql.Named("now", nowMicros(now)))
 	return n == 1, err
 }
 
@@ -138,11 +134,7 @@ func (e *serverExecutor) PreferenceGet(ctx context.Context, recipient string) (*
 }
 
 func (e *serverExecutor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*serverstore.Preference, error) {
-	list, err := jsonList(recipients)
-	if err != nil {
-		return nil, err
-	}
-	return query(ctx, e.ex.conn(), scanPreference, sq.Get("PreferenceGetMany"), sql.Named("recipients", list))
+	return queryList(ctx, e.ex.conn(), scanPreference, sq.Get("PreferenceGetMany"), "recipients", recipients)
 }
 
 func (e *serverExecutor) PreferencePut(ctx context.Context, p *serverstore.Preference, now *time.Time) error {
@@ -150,16 +142,11 @@ func (e *serverExecutor) PreferencePut(ctx context.Context, p *serverstore.Prefe
 	if err != nil {
 		return err
 	}
-	return e.ex.write(ctx, func(db dbtx) error {
-		_, err := db.ExecContext(ctx, sq.Get("PreferencePut"), sql.Named("recipient", p.Recipient),
-			sql.Named("opt_out", optOut), sql.Named("quiet_start", p.QuietStart), sql.Named("quiet_end", p.QuietEnd),
-			sql.Named("time_zone", p.TimeZone), sql.Named("now", nowMicros(now)))
-		return err
-	})
+	return e.ex.exec(ctx, sq.Get("PreferencePut"), sql.Named("recipient", p.Recipient),
+		sql.Named("opt_out", optOut), sql.Named("quiet_start", p.QuietStart), sql.Named("quiet_end", p.QuietEnd),
+		sql.Named("time_zone", p.TimeZone), sql.Named("now", nowMicros(now)))
 }
 
 func (e *serverExecutor) PreferenceDeleteByRecipient(ctx context.Context, recipient string) (int, error) {
-	return written(ctx, e.ex, func(db dbtx) (int, error) {
-		return rowsAffected(db.ExecContext(ctx, sq.Get("PreferenceDeleteByRecipient"), sql.Named("recipient", recipient)))
-	})
+	return e.ex.execCount(ctx, sq.Get("PreferenceDeleteByRecipient"), sql.Named("recipient", recipient))
 }

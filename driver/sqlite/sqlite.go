@@ -45,6 +45,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/internal/listen"
+	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
 
@@ -270,11 +272,7 @@ func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool) erro
 		return fmt.Errorf("%w: %s (journal mode %q): check the permissions of the file and its directory", ErrReadOnly, path, mode)
 	}
 	if quickCheck {
-		problems, err := query(ctx, conn, func(r scanner) (string, error) {
-			var s string
-			err := r.Scan(&s)
-			return s, err
-		}, q.Get("QuickCheck"))
+		problems, err := query(ctx, conn, scanValue[string], q.Get("QuickCheck"))
 		if err != nil {
 			return openError(path, err)
 		}
@@ -359,19 +357,7 @@ func (d *Driver) Backup(ctx context.Context, dst string) error {
 // InTx implements driver.Driver. The transaction is BEGIN IMMEDIATE (the DSN's
 // _txlock), so it holds the write lock from its start to its end.
 func (d *Driver) InTx(ctx context.Context, fn func(context.Context, *sql.Tx, driver.Executor) error) error {
-	if err := d.gate.enter(ctx, d.opts.BusyTimeout); err != nil {
-		return err
-	}
-	defer d.gate.leave()
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if err := fn(ctx, tx, &executor{tx: tx}); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return d.exec().inNewTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx, &executor{tx: tx}) })
 }
 
 // Exec implements driver.Driver.
@@ -402,21 +388,9 @@ func (d *Driver) Listen(ctx context.Context, wake func()) error {
 	if err != nil || path == "" {
 		return err
 	}
-	pause := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, path, wake)
-		if ctx.Err() != nil {
-			break
-		}
-		_ = err // the engine polls meanwhile; a dead listener only delays wake-ups
-		wake()  // anything may have been missed while disconnected
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-	return nil
+	return listen.Reconnecting(ctx, wake, func(ctx context.Context) error {
+		return d.listenOnce(ctx, path, wake)
+	})
 }
 
 // file returns the path of the database file, asking the handle when New made
@@ -472,26 +446,19 @@ func (d *Driver) listenOnce(ctx context.Context, path string, wake func()) error
 	}
 }
 
-// migrations is one numbered sequence of migrations with a version table of
-// its own: the engine's (migration/, oncepush_migration) or the server's
-// (servermigration/, oncepush_server_migration). The two evolve apart.
+// migrations is one of the driver's two sequences of migrations (see
+// migrate.Sequence) with the statements that create, list, record into and
+// probe its version table.
 type migrations struct {
-	what  string // "" for the engine's, "server " for the server's: in errors
-	files embed.FS
-	dir   string
-	// The statements that create, list, record into and probe the version
-	// table.
+	migrate.Sequence
 	create, list, insert, exists string
 }
 
 var engineMigrations = &migrations{
-	files: migrationFS, dir: "migration",
-	create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
+	Sequence: migrate.Sequence{Driver: "sqlite", Files: migrationFS, Dir: "migration"},
+	create:   q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
 	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
 }
-
-// load returns the embedded migration files, in version order.
-func (l *migrations) load() ([]sqlfile.Migration, error) { return sqlfile.Migrations(l.files, l.dir) }
 
 // Migrate implements driver.Driver. Each migration runs in its own BEGIN
 // IMMEDIATE transaction, which holds the file's write lock, so processes that
@@ -503,46 +470,19 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 }
 
 func (l *migrations) migrate(ctx context.Context, d *Driver) (*driver.MigrateResult, error) {
-	ms, err := l.load()
-	if err != nil {
-		return nil, err
-	}
 	if err := d.checkHandle(ctx); err != nil {
 		return nil, err
 	}
-	res := &driver.MigrateResult{}
-	for _, m := range ms {
-		err := d.InTx(ctx, func(ctx context.Context, tx *sql.Tx, _ driver.Executor) error {
-			if _, err := tx.ExecContext(ctx, l.create); err != nil {
-				return err
-			}
-			applied, err := l.applied(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if len(applied) > 0 && applied[len(applied)-1] > len(ms) {
-				return fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
-					driver.ErrSchemaTooNew, l.what, applied[len(applied)-1], len(ms))
-			}
-			if slices.Contains(applied, m.Version) {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("sqlite: %smigration %s: %w", l.what, m.Name, err)
-			}
-			if _, err := tx.ExecContext(ctx, l.insert, sql.Named("version", m.Version),
-				sql.Named("name", m.Name), sql.Named("now", time.Now().UnixMicro())); err != nil {
-				return err
-			}
-			res.Applied = append(res.Applied, m.Version)
-			return nil
+	return l.Migrate(ctx, l.inTx(ctx, d))
+}
+
+// inTx runs a migration step in one of the driver's write transactions.
+func (l *migrations) inTx(ctx context.Context, d *Driver) func(func(migrate.Tx) error) error {
+	return func(fn func(migrate.Tx) error) error {
+		return d.InTx(ctx, func(_ context.Context, tx *sql.Tx, _ driver.Executor) error {
+			return fn(versionTable{l, tx})
 		})
-		if err != nil {
-			return nil, err
-		}
 	}
-	res.Version = len(ms)
-	return res, nil
 }
 
 // checkHandle refuses a handle whose connections lack what the schema relies
@@ -565,47 +505,46 @@ func (d *Driver) SchemaVersion(ctx context.Context) (current, latest int, err er
 }
 
 func (l *migrations) version(ctx context.Context, db *sql.DB) (current, latest int, err error) {
-	ms, err := l.load()
+	current, latest, err = l.Version(ctx, versionTable{l, db})
 	if err != nil {
-		return 0, 0, err
+		return current, latest, err
 	}
-	latest = len(ms)
-	var exists bool
-	if err := db.QueryRowContext(ctx, l.exists).Scan(&exists); err != nil {
-		return 0, latest, err
-	}
-	if !exists {
-		return 0, latest, nil
-	}
-	applied, err := l.applied(ctx, db)
-	if err != nil {
-		return 0, latest, err
-	}
-	if len(applied) > 0 {
-		current = applied[len(applied)-1]
-	}
-	if current > latest {
-		return current, latest, fmt.Errorf("%w: database is at %sversion %d, this build knows %d",
-			driver.ErrSchemaTooNew, l.what, current, latest)
-	}
-	return current, latest, nil
+	return current, latest, l.TooNew(current, latest)
 }
 
-func (l *migrations) applied(ctx context.Context, db dbtx) ([]int, error) {
-	rows, err := db.QueryContext(ctx, l.list)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var vs []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		vs = append(vs, v)
-	}
-	return vs, rows.Err()
+// versionTable is a sequence's version table on the handle or in a
+// migration's transaction: migrate.Tx and migrate.DB in SQLite's words.
+type versionTable struct {
+	l  *migrations
+	db dbtx
+}
+
+// Prepare creates the table if it is missing. It takes no lock: the
+// transaction is IMMEDIATE and holds the file's write lock already.
+func (v versionTable) Prepare(ctx context.Context) error {
+	_, err := v.db.ExecContext(ctx, v.l.create)
+	return err
+}
+
+func (v versionTable) Applied(ctx context.Context) ([]int, error) {
+	return query(ctx, v.db, scanValue[int], v.l.list)
+}
+
+func (v versionTable) Exists(ctx context.Context) (bool, error) {
+	var exists bool
+	err := v.db.QueryRowContext(ctx, v.l.exists).Scan(&exists)
+	return exists, err
+}
+
+func (v versionTable) Exec(ctx context.Context, sql string) error {
+	_, err := v.db.ExecContext(ctx, sql)
+	return err
+}
+
+func (v versionTable) Record(ctx context.Context, m sqlfile.Migration) error {
+	_, err := v.db.ExecContext(ctx, v.l.insert, sql.Named("version", m.Version),
+		sql.Named("name", m.Name), sql.Named("now", time.Now().UnixMicro()))
+	return err
 }
 
 // dbtx is what both a handle and a transaction offer.
