@@ -8,6 +8,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,6 +211,32 @@ func TestTextFieldsRefuseNULAndInvalidUTF8(t *testing.T) {
 			if after := l.rows(); !maps.Equal(before, after) {
 				t.Errorf("%s: wrote rows: %v, before %v", c.name, after, before)
 			}
+		}
+	})
+}
+
+// A number in data beyond the range of a double is refused on both drivers,
+// naming where: PostgreSQL's jsonb refused 1e131072 (and so the send failed
+// as a database error) where SQLite stored it, and JavaScript reads 1e400
+// as Infinity. Digits beyond a double's precision are the caller's to keep.
+func TestDataNumbersBeyondADoubleAreRefused(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, l *lib) {
+		for _, n := range []string{"1e131072", "-1e400", "1e-400", "1.7976931348623159e308"} {
+			before := l.rows()
+			_, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{"n": []any{json.Number(n)}}}, nil)
+			var ve *oncepush.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "data" || !strings.Contains(ve.Message, "data.n[0]") {
+				t.Errorf("data number %s: got %v, want a validation error naming data.n[0]", n, err)
+			}
+			if after := l.rows(); !maps.Equal(before, after) {
+				t.Errorf("data number %s: wrote rows: %v, before %v", n, after, before)
+			}
+		}
+		if _, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{
+			"max": json.Number("1.7976931348623157e308"), "tiny": json.Number("4.9e-324"), "id": json.Number("9007199254740993"),
+		}}, nil); err != nil {
+			t.Errorf("numbers a double can hold: %v", err)
 		}
 	})
 }

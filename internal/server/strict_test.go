@@ -84,7 +84,10 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"link empty", send, `{"recipients": ["u_1"], "title": "a", "link": ""}`, nil, 400, "invalid_field", "link"},
 			{"image empty", send, `{"recipients": ["u_1"], "title": "a", "image": ""}`, nil, 400, "invalid_field", "image"},
 			{"ttlSeconds a fraction", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1.5}`, nil, 400, "invalid_field", "ttlSeconds"},
-			{"ttlSeconds huge", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e400}`, nil, 400, "invalid_field", "ttlSeconds"},
+			{"ttlSeconds huge", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e300}`, nil, 400, "invalid_field", "ttlSeconds"},
+			{"ttlSeconds beyond a double", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e400}`, nil, 400, "invalid_json", "ttlSeconds"},
+			{"a data number beyond a double", send, `{"recipients": ["u_1"], "title": "a", "data": {"n": [1e131072]}}`, nil, 400, "invalid_json", "data.n[0]"},
+			{"a data number too small for a double", send, `{"recipients": ["u_1"], "title": "a", "data": {"n": -1e-400}}`, nil, 400, "invalid_json", "data.n"},
 			{"type a boolean", send, `{"recipients": ["u_1"], "title": "a", "type": true}`, nil, 400, "invalid_field", "type"},
 
 			// PUT /v1/recipients/{recipient}/devices

@@ -23,6 +23,11 @@ func TestParseRefusesWhatEncodingJSONLetsThrough(t *testing.T) {
 		{"invalid UTF-8", "{\"title\": \"caf\xe9\"}", "title"},
 		{"invalid UTF-8 in a name", "{\"t\xffitle\": 1}", ""},
 		{"truncated UTF-8", "{\"title\": \"\xe2\x82\"}", "title"},
+		{"number too large for a double", `{"data": {"n": 1e400}}`, "data.n"},
+		{"number just too large for a double", `{"n": [1.7976931348623159e308]}`, "n[0]"},
+		{"negative number too large", `{"n": -2e308}`, "n"},
+		{"number too small for a double", `{"n": 1e-400}`, "n"},
+		{"number jsonb cannot hold", `{"data": {"n": 1e131072}}`, "data.n"},
 		{"syntax error", `{"title": }`, ""},
 		{"trailing data", `{} {}`, ""},
 		{"empty", ``, ""},
@@ -58,6 +63,19 @@ func TestParseKeepsWhatIsValid(t *testing.T) {
 	}
 	if arr := v.Members[3].Value; len(arr.Elems) != 2 || arr.Elems[0].Text != "true" || arr.Elems[1].Kind != Object {
 		t.Errorf("array parsed as %+v", arr)
+	}
+}
+
+// Numbers a double can hold keep their digits, however many: the range is
+// I-JSON's rule, the precision is the caller's.
+func TestParseKeepsNumbersADoubleCanHold(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0", "-0.0", "0e999999999", "0.000e-999999", "1E+2", "1.7976931348623157e308",
+		"-1.7976931348623157e308", "4.9e-324", "9007199254740993", "123456789012345678901234567890.0000000000000000001"} {
+		v, err := Parse([]byte(n))
+		if err != nil || v.Kind != Number || v.Text != n {
+			t.Errorf("Parse(%s) = %+v, %v; want the number as written", n, v, err)
+		}
 	}
 }
 
