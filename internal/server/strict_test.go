@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,6 +96,11 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"TOKEN", dev, `{"transport": "fcm", "TOKEN": "` + tok + `"}`, nil, 400, "unknown_field", "TOKEN"},
 			{"token twice", dev, `{"transport": "fcm", "token": "` + tok + `", "token": "` + tok + `"}`, nil, 400, "invalid_json", "token"},
 			{"subscription endpoint twice", dev, `{"transport": "webpush", "token": ` + strings.Replace(web, `{"endpoint":`, `{"endpoint": "https://x.example/a", "endpoint":`, 1) + `}`, nil, 400, "invalid_json", "token.endpoint"},
+			// The same, and a second value after it, in the token's string form,
+			// which the body's own I-JSON check cannot see into.
+			{"subscription endpoint twice, as a string", dev, `{"transport": "webpush", "token": ` +
+				strconv.Quote(strings.Replace(web, `{"endpoint":`, `{"endpoint": "https://x.example/a", "endpoint":`, 1)) + `}`, nil, 400, "invalid_field", "token"},
+			{"subscription and more, as a string", dev, `{"transport": "webpush", "token": ` + strconv.Quote(web+`{}`) + `}`, nil, 400, "invalid_field", "token"},
 			{"transport null", dev, `{"transport": null, "token": "` + tok + `"}`, nil, 400, "invalid_field", "transport"},
 			{"transport empty", dev, `{"transport": "", "token": "` + tok + `"}`, nil, 400, "invalid_field", "transport"},
 			{"token null", dev, `{"transport": "fcm", "token": null}`, nil, 400, "invalid_field", "token"},
