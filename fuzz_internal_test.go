@@ -23,7 +23,7 @@ var messageFields = regexp.MustCompile(`^(recipients(\[\d+\])?|type|title|body|d
 // writes itself: FCM's reserved words (provider/fcm, any case), APNs's
 // "aps", the keys the providers add (oncepush_id, oncepush_link, …), and
 // FCM's legacy collapse_key.
-var reservedByProviders = regexp.MustCompile(`^(?i:from|message_type|aps)$|^(?i:google|gcm)|^oncepush_|^collapse_key`)
+var reservedByProviders = regexp.MustCompile(`^(?i:from|message_type)$|^aps$|^(?i:google|gcm)|^oncepush_|^collapse_key`)
 
 // FuzzMessage feeds a send's validation (prepare) arbitrary recipients,
 // texts, data and options. It never panics; a refusal is a *ValidationError

@@ -27,8 +27,11 @@ type Message struct {
 	Body  string
 	// Data travels with the push (as string values: strings as they are, other
 	// values JSON-encoded). At most 4096 bytes encoded, the smallest provider's
-	// payload limit. The key "oncepush_id" is reserved: it carries the
-	// notification id so a client can keep a seen-set. Numbers travel as
+	// payload limit. Names a provider refuses or writes itself are
+	// reserved: every "oncepush_" name (oncepush_id carries the notification
+	// id so a client can keep a seen-set; oncepush_link and others carry the
+	// message's fields), FCM's from, message_type and names beginning google
+	// or gcm (in any case) and collapse_key, and APNs's aps. Numbers travel as
 	// encoding/json writes them: give json.Number (or json.RawMessage) to keep
 	// digits a float64 cannot hold, such as 9007199254740993.
 	Data map[string]any
@@ -125,10 +128,16 @@ const (
 	maxKeyLen   = 200
 )
 
-// reservedDataKeys are refused in Data: oncepush's own key, and FCM's reserved words.
+// reservedDataKey reports a name Data cannot hold because a provider refuses
+// it or writes it itself: every "oncepush_" name (oncepush_id, and the
+// oncepush_link, oncepush_title, oncepush_body and oncepush_image the
+// providers add), FCM's reserved words in any case (from, message_type,
+// names beginning google or gcm) and its legacy collapse_key, and APNs's
+// "aps". A send such data would fail at every device is refused when made.
 func reservedDataKey(k string) bool {
-	return k == "oncepush_id" || k == "from" || k == "gcm" || k == "message_type" ||
-		strings.HasPrefix(k, "google") || strings.HasPrefix(k, "collapse_key")
+	lower := strings.ToLower(k)
+	return strings.HasPrefix(k, "oncepush_") || k == "aps" || strings.HasPrefix(k, "collapse_key") ||
+		lower == "from" || lower == "message_type" || strings.HasPrefix(lower, "google") || strings.HasPrefix(lower, "gcm")
 }
 
 // prepared is a validated send, ready to write.
