@@ -240,3 +240,45 @@ func TestDataNumbersBeyondADoubleAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// PostgreSQL's jsonb stores numbers in plain notation: 1e308 takes 5 bytes
+// as written and 309 as stored. Data counts them as stored, on both drivers,
+// so a 4 KB limit cannot become a 200 KB row and payload on one of them, and
+// a zero jsonb cannot hold (0e-16384) fails as a validation error, not as
+// the write.
+func TestDataNumbersCountAsStored(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, l *lib) {
+		many := make([]any, 600)
+		for i := range many {
+			many[i] = json.Number("1e308")
+		}
+		for name, data := range map[string]map[string]any{
+			"600 × 1e308":             {"n": many},
+			"a zero of 16,384 places": {"n": json.Number("0e-16384")},
+			"an exponent jsonb fails": {"n": json.Number("0e2000000000")},
+		} {
+			before := l.rows()
+			_, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: data}, nil)
+			var ve *oncepush.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "data" {
+				t.Errorf("%s: got %v, want a validation error naming data", name, err)
+			}
+			if after := l.rows(); !maps.Equal(before, after) {
+				t.Errorf("%s: wrote rows: %v, before %v", name, after, before)
+			}
+		}
+		// One such number fits, and reaches the provider as stored.
+		if err := l.register(oncepush.Device{Recipient: "u_1", Transport: oncepush.TransportFCM, Token: fcmToken}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{"n": json.Number("1e300")}}, nil); err != nil {
+			t.Fatalf("one 1e300: %v", err)
+		}
+		l.drain()
+		subs := l.fcm.Submissions()
+		if len(subs) != 1 || (subs[0].Data["n"] != "1e300" && subs[0].Data["n"] != "1"+strings.Repeat("0", 300)) {
+			t.Fatalf("submissions %+v, want data n as written or in plain notation", subs)
+		}
+	})
+}
