@@ -314,7 +314,7 @@ func encodeData(data map[string]any) (out []byte, size int, err error) {
 	if err != nil {
 		var se *strictjson.Error
 		if errors.As(err, &se) && se.Path != "" {
-			return nil, 0, invalid("data", "%s %s", strictjson.Join("data", se.Path), se.Reason)
+			return nil, 0, invalid("data", "%s %s", strictjson.Under("data", se.Path), se.Reason)
 		}
 		return nil, 0, invalid("data", "is not valid JSON: %v", err)
 	}

@@ -249,12 +249,36 @@ func inDoubleRange(n string) bool {
 }
 
 // Join is the path of a member: "quietHours" + "timeZone" is
-// "quietHours.timeZone"; at the top, the name alone.
+// "quietHours.timeZone"; at the top, the name alone. A name that the dotted
+// form would lose or blur — empty, or holding '.', '[', ']' or '"' — is
+// written as a JSON string in brackets: data["a.b"], [""].
 func Join(path, name string) string {
+	if name == "" || strings.ContainsAny(name, `.[]"`) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(name) // a string always encodes
+		return path + "[" + strings.TrimSuffix(b.String(), "\n") + "]"
+	}
 	if path == "" {
 		return name
 	}
 	return path + "." + name
+}
+
+// Under is the path, in a document whose value at prefix is the one path
+// was found in, of what path names there: Under("data", "a[0]") is
+// "data.a[0]", Under("data", `[""]`) is `data[""]`.
+func Under(prefix, path string) string {
+	switch {
+	case prefix == "":
+		return path
+	case path == "":
+		return prefix
+	case strings.HasPrefix(path, "["):
+		return prefix + path
+	}
+	return prefix + "." + path
 }
 
 // Index is the path of an array element: "recipients[2]".

@@ -123,3 +123,28 @@ func TestParseCostIsLinear(t *testing.T) {
 		}
 	}
 }
+
+// Every member has a path of its own: a name the dotted form would lose
+// (empty) or blur ("a.b" is not a → b) is written as a JSON string.
+func TestJoinShowsEveryName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ path, name, want string }{
+		{"", "title", "title"},
+		{"quietHours", "timeZone", "quietHours.timeZone"},
+		{"", "", `[""]`},
+		{"quietHours", "", `quietHours[""]`},
+		{"data", "a.b", `data["a.b"]`},
+		{"data", "x[0]", `data["x[0]"]`},
+		{"data", `say "hi"`, `data["say \"hi\""]`},
+		{"data", "<&>", "data.<&>"},
+		{Index("recipients", 2), "k", "recipients[2].k"},
+	} {
+		if got := Join(tc.path, tc.name); got != tc.want {
+			t.Errorf("Join(%q, %q) = %s, want %s", tc.path, tc.name, got, tc.want)
+		}
+		// The same member, found in a document that is itself data's value.
+		if got, want := Under("data", Join(tc.path, tc.name)), Join(Under("data", tc.path), tc.name); got != want {
+			t.Errorf("Under(data, %s) = %s, want %s", Join(tc.path, tc.name), got, want)
+		}
+	}
+}
