@@ -63,6 +63,7 @@ func FuzzWriteRoutes(f *testing.F) {
 		{1, 0, "u_2", `{"transport": "apns", "token": "` + strings.Repeat("ab", 32) + `", "session": "s_1"}`, ""},
 		{1, 0, "u_2", `{"transport": "fcm", "token": "dQw4w9WgXcQ:APA91b", "timeZone": "Local"}`, ""},
 		{1, 0, "u_\xff", `{"transport": "fcm", "token": "dQw4w9WgXcQ:APA91b"}`, ""},
+		{1, 0, "", `{"transport": "fcm", "token": "dQw4w9WgXcQ:APA91b"}`, ""},
 		{2, 0, "u_1", `{"transport": "fcm", "token": "dQw4w9WgXcQ:APA91bHun4MxP5ego", "recipient": "u_1"}`, ""},
 		{2, 0, "u_1", `{"transport": "webpush", "token": {}}`, ""},
 		{5, 0, "u_1", `{"optOut": ["marketing"], "quietHours": {"start": "22:00", "end": "07:00", "timeZone": "Europe/Zurich"}}`, ""},

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -132,7 +133,28 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 }
 
 // Handler returns the server's HTTP handler.
-func (s *Server[TTx]) Handler() http.Handler { return s.mux }
+func (s *Server[TTx]) Handler() http.Handler { return cleanPathsOnly(s.mux) }
+
+// cleanPathsOnly answers 404, as for any path the API does not know, a path
+// with an empty, "." or ".." segment ("/v1/recipients//devices",
+// "/v1/recipients/../devices"), which http.ServeMux would otherwise answer
+// with a redirect to the cleaned path: a 307 that a client follows by
+// sending its method and body to another route. It looks at the escaped
+// path, as the mux does: "%2F" in a recipient id is no segment.
+func cleanPathsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		clean := path.Clean("/" + p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/"
+		}
+		if p != clean && r.Method != http.MethodConnect {
+			writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // OperationsHandler serves only /metrics, /healthz and /readyz: what a
 // worker process (oncepush work) exposes, and the listener of its own that
@@ -152,7 +174,7 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
-	return mux
+	return cleanPathsOnly(mux)
 }
 
 // handlerFunc is an API handler: it writes its answer, or returns an error that
