@@ -63,6 +63,19 @@ func (s *core) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// noBody refuses a request to an operation that takes no body but carries
+// one: 415, the content not being supported by this method on this resource
+// (RFC 9110 §15.5.16). The body would be ignored, and a client that sends
+// one means something by it that the server would not do.
+func noBody(r *http.Request) error {
+	var one [1]byte
+	if n, _ := io.ReadFull(r.Body, one[:]); n == 0 {
+		return nil
+	}
+	return problem(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+		fmt.Sprintf("%s %s takes no body; send none", r.Method, r.Pattern[strings.IndexByte(r.Pattern, ' ')+1:]))
+}
+
 // checkContentHeaders refuses what the body is not: JSON in UTF-8, as is.
 func checkContentHeaders(r *http.Request) error {
 	for _, ce := range r.Header.Values("Content-Encoding") {

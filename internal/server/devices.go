@@ -126,6 +126,9 @@ func (s *Server[TTx]) deleteDevice(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server[TTx]) revokeSession(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r); err != nil {
+		return err
+	}
 	if err := s.client.RevokeSession(r.Context(), r.PathValue("session")); err != nil {
 		return err
 	}
@@ -136,6 +139,9 @@ func (s *Server[TTx]) revokeSession(w http.ResponseWriter, r *http.Request) erro
 func (s *Server[TTx]) deleteRecipient(w http.ResponseWriter, r *http.Request) error {
 	recipient, err := pathRecipient(r)
 	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
 		return err
 	}
 	if err := s.client.DeleteRecipient(r.Context(), recipient); err != nil {

@@ -174,3 +174,22 @@ func TestStrictDecodingTakesWhatTheDocumentAllows(t *testing.T) {
 		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, `{"transport": "webpush", "token": `+sub+`}`).want(t, http.StatusOK)
 	})
 }
+
+// The operations that take no body refuse one (415) and do nothing: a body
+// they ignored would be a client meaning something the server did not do.
+func TestOperationsWithoutBodyRefuseOne(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, obj{"session": "s_1"})
+		before := e.rows()
+		for _, path := range []string{"/v1/recipients/u_1", "/v1/sessions/s_1/revoke"} {
+			method := map[bool]string{true: "DELETE", false: "POST"}[strings.HasPrefix(path, "/v1/recipients")]
+			for _, body := range []string{`{"keepDevices": true}`, `0`, ` `} {
+				e.do(method, path, e.admin, body).wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "")
+			}
+		}
+		e.unchanged(t, before, "bodies sent where none is taken")
+		e.do("POST", "/v1/sessions/s_1/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		e.do("DELETE", "/v1/recipients/u_1", e.admin, nil).want(t, http.StatusNoContent)
+	})
+}
