@@ -206,3 +206,24 @@ func TestUncleanPathsAreNotRedirected(t *testing.T) {
 		e.do("GET", "/v1/recipients/u_1%2F%2Fx/devices", e.admin, nil).want(t, http.StatusOK)
 	})
 }
+
+// A path parameter that is a slash alone, escaped, is refused naming the
+// parameter: http.ServeMux routes such a path nowhere (a 404 for an
+// operation the document describes). A slash within a value is routed.
+func TestLoneSlashParameterIsNamed(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		before := e.rows()
+		for _, c := range []struct{ method, path, field string }{
+			{"POST", "/v1/sessions/%2F/revoke", "session"},
+			{"DELETE", "/v1/recipients/%2f", "recipient"},
+			{"GET", "/v1/recipients/%2F/devices", "recipient"},
+			{"GET", "/v1/notifications/%2F", "id"},
+		} {
+			e.do(c.method, c.path, e.admin, nil).wantProblem(t, http.StatusBadRequest, "invalid_field", c.field)
+		}
+		e.unchanged(t, before, "lone slashes")
+		e.do("POST", "/v1/sessions/%2F%2F/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		e.do("GET", "/v1/recipients/a%2F/devices", e.admin, nil).want(t, http.StatusOK)
+	})
+}

@@ -133,7 +133,44 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 }
 
 // Handler returns the server's HTTP handler.
-func (s *Server[TTx]) Handler() http.Handler { return cleanPathsOnly(s.mux) }
+func (s *Server[TTx]) Handler() http.Handler {
+	return cleanPathsOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := s.loneSlash(r.Method, r.URL.EscapedPath()); p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	}))
+}
+
+// loneSlash refuses a path parameter that is a slash alone, escaped
+// (/v1/recipients/%2F/devices): http.ServeMux takes that segment for the
+// path's trailing slash and routes the request nowhere, a 404 naming a path
+// the document does describe. A "/" within a longer value is routed.
+func (s *Server[TTx]) loneSlash(method, escaped string) *Problem {
+	segs := strings.Split(escaped, "/")
+	at := slices.IndexFunc(segs, func(seg string) bool { return strings.EqualFold(seg, "%2F") })
+	if at < 0 {
+		return nil
+	}
+	for _, rt := range s.served {
+		tmpl := strings.Split(rt.path, "/")
+		if rt.method != method || len(tmpl) != len(segs) || !strings.HasPrefix(tmpl[at], "{") {
+			continue
+		}
+		same := true
+		for i, seg := range tmpl {
+			if !strings.HasPrefix(seg, "{") && seg != segs[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return fieldProblem(CodeInvalidField, strings.Trim(tmpl[at], "{}"), `cannot be "/" alone over HTTP: the router takes it for the end of the path`)
+		}
+	}
+	return nil
+}
 
 // cleanPathsOnly answers 404, as for any path the API does not know, a path
 // with an empty, "." or ".." segment ("/v1/recipients//devices",
