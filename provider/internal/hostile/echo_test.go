@@ -165,7 +165,7 @@ func TestTokenEndpointWordsCarryNoSecrets(t *testing.T) {
 // checkLogs fails the test when a log line holds a secret, or a string in
 // it holds a control character once decoded (a JSON handler escapes C0
 // controls, not C1 or bidirectional ones, and a reader decodes them all).
-func (w *world) checkLogs(t *testing.T) {
+func (w *world) checkLogs(t testing.TB) {
 	t.Helper()
 	logs := w.logs.String()
 	if s := w.leaked(logs); s != "" {
