@@ -34,6 +34,9 @@ func FuzzFCMAnswer(f *testing.F) {
 		{200, "", `{"name": "$E"}`},
 		{404, "", `{"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "UNREGISTERED"}]}}`},
 		{400, "", `{"error": {"code": 400, "message": "The registration token is not a valid FCM registration token: $T", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"field": "message.token"}]}]}}`},
+		{401, "", `{"error": {"code": 401, "message": "Request had invalid authentication credentials: Bearer $U", "status": "UNAUTHENTICATED"}}`},
+		{403, "", `{"error": {"code": 403, "message": "$U was refused", "status": "PERMISSION_DENIED"}}`},
+		{401, "", `{"error": {"code": 401, "message": "THIRD_PARTY_AUTH_ERROR $U", "status": "UNAUTHENTICATED", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "THIRD_PARTY_AUTH_ERROR"}]}}`},
 		{429, "Retry-After: 99999999999999999999", `{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "metadata": {"quota_limit": "SendsPerMinutePerProject"}}]}}`},
 		{429, "Retry-After: Wed, 21 Oct 2099 07:28:00 GMT", `{"error": {"status": "RESOURCE_EXHAUSTED", "message": "x", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "QUOTA_EXCEEDED"}]}}`},
 		{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("x", 70000) + `", "status": "INTERNAL"}}`},
@@ -41,6 +44,7 @@ func FuzzFCMAnswer(f *testing.F) {
 		{503, "", "\x1b[2J\u009b31m\u202e\r\nlevel=ERROR\x00\xff\xfe"},
 		{400, "", `{"error": {"message": "\u001b[31m\u202e\ud800\u0000 $T", "status": "\u0000INVALID_ARGUMENT"}}`},
 		{400, "", `{"error": {"message": 5, "status": ["x"]}}`},
+		{400, "", `{"error": {"message": "` + strings.Repeat(`\\`, 2000) + `"}}`},
 	})
 }
 
@@ -52,6 +56,7 @@ func FuzzAPNsAnswer(f *testing.F) {
 		{410, "", `{"reason": "Unregistered", "timestamp": 9223372036854775807}`},
 		{410, "", `{"reason": "Unregistered", "timestamp": -9223372036854775808}`},
 		{400, "", `{"reason": "BadDeviceToken $U"}`},
+		{403, "", `{"reason": "InvalidProviderToken: $U"}`},
 		{403, "", `{"reason": "ExpiredProviderToken"}`},
 		{429, "Retry-After: 1", `{"reason": "TooManyProviderTokenUpdates"}`},
 		{500, "", `{"reason": "` + strings.Repeat("y", 70000) + `"}`},
@@ -82,6 +87,7 @@ func FuzzRuStoreAnswer(f *testing.F) {
 		{200, "", `{"name": "$E"}`},
 		{404, "", `{"error": {"code": 404, "message": "wrong push token $T", "status": "NOT_FOUND"}}`},
 		{400, "", `{"error": {"code": 400, "message": "invalid token $U", "status": "INVALID_ARGUMENT"}}`},
+		{401, "", `{"error": {"code": 401, "message": "service token $U expired", "status": "UNAUTHENTICATED"}}`},
 		{403, "", `{"error": {"code": 403, "message": "$C", "status": "PERMISSION_DENIED"}}`},
 		{429, "Retry-After: -5", `{"error": {"status": "TOO_MANY_REQUESTS", "message": "x"}}`},
 		{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("w", 70000) + `", "status": "INTERNAL"}}`},
