@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -20,7 +21,7 @@ func (t *tokenField) UnmarshalJSON(b []byte) error {
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil {
-		return &fieldError{field: "token", msg: "must be a string, or a Web Push subscription object"}
+		return errors.New("must be a string, or a Web Push subscription object")
 	}
 	*t = tokenField(b)
 	return nil

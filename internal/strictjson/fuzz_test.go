@@ -51,9 +51,9 @@ func FuzzParse(f *testing.F) {
 		if got := plain(v); !reflect.DeepEqual(got, std) {
 			t.Fatalf("Parse(%q) = %#v, encoding/json reads %#v", b, got, std)
 		}
-		again, err := Parse(encode(v))
+		again, err := Parse(v.AppendJSON(nil))
 		if err != nil {
-			t.Fatalf("Parse(%q) written out as %q does not parse again: %v", b, encode(v), err)
+			t.Fatalf("Parse(%q) written out as %q does not parse again: %v", b, v.AppendJSON(nil), err)
 		}
 		if !reflect.DeepEqual(again, v) {
 			t.Fatalf("Parse(%q) written out and parsed again is %#v, was %#v", b, again, v)
@@ -245,48 +245,4 @@ func plain(v *Value) any {
 		out[m.Name] = plain(m.Value)
 	}
 	return out
-}
-
-// encode writes v out as JSON, members in their order.
-func encode(v *Value) []byte {
-	var b bytes.Buffer
-	var write func(v *Value)
-	str := func(s string) {
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(s)
-		b.Truncate(b.Len() - 1) // Encode's newline
-	}
-	write = func(v *Value) {
-		switch v.Kind {
-		case Null:
-			b.WriteString("null")
-		case Bool, Number:
-			b.WriteString(v.Text)
-		case String:
-			str(v.Text)
-		case Array:
-			b.WriteByte('[')
-			for i, e := range v.Elems {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				write(e)
-			}
-			b.WriteByte(']')
-		case Object:
-			b.WriteByte('{')
-			for i, m := range v.Members {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				str(m.Name)
-				b.WriteByte(':')
-				write(m.Value)
-			}
-			b.WriteByte('}')
-		}
-	}
-	write(v)
-	return b.Bytes()
 }

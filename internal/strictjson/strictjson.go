@@ -254,11 +254,7 @@ func inDoubleRange(n string) bool {
 // written as a JSON string in brackets: data["a.b"], [""].
 func Join(path, name string) string {
 	if name == "" || strings.ContainsAny(name, `.[]"`) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(name) // a string always encodes
-		return path + "[" + strings.TrimSuffix(b.String(), "\n") + "]"
+		return path + "[" + string(appendString(nil, name)) + "]"
 	}
 	if path == "" {
 		return name
