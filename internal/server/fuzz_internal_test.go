@@ -19,9 +19,9 @@ import (
 	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
-// The strict decoder is fuzzed per request body type against the OpenAPI
-// document's rules for that body. decode checks a body's shape — I-JSON,
-// kinds, exact names, nulls, required members — and leaves values
+// FuzzDecode fuzzes the strict decoder of each request body type against
+// the OpenAPI document's rules for that body. decode checks a body's shape —
+// I-JSON, kinds, exact names, nulls, required members — and leaves values
 // (patterns, enums, lengths, a token's form, a whole number of seconds) to
 // the handler and the library. So the oracle is the document with its value
 // keywords taken out (typesOnly): decode must accept a body exactly when it
@@ -33,8 +33,17 @@ import (
 // fuzzBodyLimit is small, so that the fuzzer reaches the limit too.
 const fuzzBodyLimit = 8 << 10
 
-func FuzzDecodeNotification(f *testing.F) {
-	fuzzDecode[notificationRequest](f, "NotificationRequest", []string{
+// sub is a subscription's shape, for the device seeds (its values are the
+// library's to refuse).
+var sub = `{"endpoint": "https://fcm.googleapis.com/fcm/send/abc", "expirationTime": null, "keys": {"p256dh": "BA", "auth": "CQ"}}`
+
+// requestBodies are the request body types FuzzDecode picks from: the
+// schema each is read against, and its seeds.
+var requestBodies = []struct {
+	schema string
+	seeds  []string
+}{
+	{"NotificationRequest", []string{
 		`{"recipients": ["u_1"], "title": "Hello"}`,
 		`{"recipients": ["u_1", "u_2"], "type": "invoice.paid", "title": "Paid", "body": "€12.40", "data": {"invoice": "inv_1", "amount": 9007199254740993, "nested": {"a": [1, null, true]}},
 		  "link": "/invoices/1", "image": "https://img.example/a.png", "category": "billing", "dedupeKey": "k1", "scheduledAt": "2026-01-05T09:00:00Z", "ttlSeconds": 3600, "ambiguity": "at-most-once"}`,
@@ -62,12 +71,8 @@ func FuzzDecodeNotification(f *testing.F) {
 		`{"recipients": ["u_1"], "title": "a", "a.b": 1, "c[0]": 2}`,
 		`{"recipients": ["u_1"], "title": "` + strings.Repeat("x", fuzzBodyLimit) + `"}`,
 		`null`, `[]`, `"x"`, `1`, ``, `{`, `{} {}`, `{}]`,
-	})
-}
-
-func FuzzDecodeDevice(f *testing.F) {
-	sub := `{"endpoint": "https://fcm.googleapis.com/fcm/send/abc", "expirationTime": null, "keys": {"p256dh": "BA", "auth": "CQ"}}`
-	fuzzDecode[deviceRequest](f, "DeviceRequest", []string{
+	}},
+	{"DeviceRequest", []string{
 		`{"transport": "fcm", "token": "dQw4w9WgXcQ:APA91b"}`,
 		`{"transport": "webpush", "token": ` + sub + `, "platform": "web", "session": "s_1", "locale": "de-CH", "timeZone": "Europe/Zurich"}`,
 		`{"transport": "webpush", "token": ` + strings.Replace(sub, `"endpoint"`, `"endpoint": "x", "endpoint"`, 1) + `}`,
@@ -83,22 +88,16 @@ func FuzzDecodeDevice(f *testing.F) {
 		`{"transport": "fcm", "token": "t", "platform": null}`,
 		`{"transport": "fcm", "token": "t\u0000"}`,
 		`{"transport": "fcm", "token": "\udc00"}`,
-	})
-}
-
-func FuzzDecodeUnregister(f *testing.F) {
-	fuzzDecode[unregisterRequest](f, "UnregisterRequest", []string{
+	}},
+	{"UnregisterRequest", []string{
 		`{"transport": "apns", "token": "8f1e0cd7", "recipient": "u_1"}`,
 		`{"transport": "apns", "token": "8f1e0cd7", "recipient": null}`,
 		`{"transport": "apns", "transport": "fcm", "token": "8f1e0cd7"}`,
 		`{"transport": "apns", "Token": "8f1e0cd7"}`,
 		`{"transport": "webpush", "token": {"endpoint": 1}}`,
 		`{"token": "t"}`,
-	})
-}
-
-func FuzzDecodePreferences(f *testing.F) {
-	fuzzDecode[preferencesBody](f, "PreferencesRequest", []string{
+	}},
+	{"PreferencesRequest", []string{
 		`{"optOut": ["marketing"], "quietHours": {"start": "22:00", "end": "07:00", "timeZone": "Europe/Zurich"}}`,
 		`{"optOut": null, "quietHours": null}`,
 		`{}`,
@@ -110,6 +109,41 @@ func FuzzDecodePreferences(f *testing.F) {
 		`{"quietHours": {"start": null, "end": "07:00", "timeZone": "UTC"}}`,
 		`{"quietHours": []}`,
 		`{"optOut": ["\ud800"]}`,
+	}},
+}
+
+// The fuzzer's kind picks the body type: one target, so that one run of
+// go test -fuzz fuzzes all four.
+func FuzzDecode(f *testing.F) {
+	for kind, b := range requestBodies {
+		for _, s := range b.seeds {
+			f.Add(uint8(kind), []byte(s))
+		}
+	}
+	oracle, err := typesOnly()
+	if err != nil {
+		f.Fatal(err)
+	}
+	schemas := make([]*jsonschema.Schema, len(requestBodies))
+	for i, b := range requestBodies {
+		if schemas[i], err = oracle.Schema("/components/schemas/" + b.schema); err != nil {
+			f.Fatal(err)
+		}
+	}
+	required := requiredNames(oracle.Document())
+	s := &core{maxBody: fuzzBodyLimit}
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		schema := schemas[int(kind)%len(schemas)]
+		switch int(kind) % len(schemas) {
+		case 0:
+			checkDecode[notificationRequest](t, s, schema, required, body)
+		case 1:
+			checkDecode[deviceRequest](t, s, schema, required, body)
+		case 2:
+			checkDecode[unregisterRequest](t, s, schema, required, body)
+		case 3:
+			checkDecode[preferencesBody](t, s, schema, required, body)
+		}
 	})
 }
 
@@ -120,71 +154,58 @@ var (
 	fieldCodes   = []string{CodeInvalidField, CodeUnknownField, CodeMissingField}
 )
 
-func fuzzDecode[T any](f *testing.F, schemaName string, seeds []string) {
-	f.Helper()
-	for _, s := range seeds {
-		f.Add([]byte(s))
+// checkDecode decodes body as a T and checks the answer against schema, the
+// document's types for T.
+func checkDecode[T any](t *testing.T, s *core, schema *jsonschema.Schema, required map[string]bool, body []byte) {
+	t.Helper()
+	var req T
+	err := s.decode(httptest.NewRecorder(), jsonRequest(body), &req)
+	doc, parseErr := strictjson.Parse(body)
+	switch {
+	case len(body) > fuzzBodyLimit:
+		wantProblem(t, err, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+		return
+	case parseErr != nil:
+		p := wantProblem(t, err, http.StatusBadRequest, CodeInvalidJSON)
+		var se *strictjson.Error
+		if errors.As(parseErr, &se) && p.Field != se.Path {
+			t.Fatalf("%q: invalid_json names %q; the fault is at %q", body, p.Field, se.Path)
+		}
+		return
 	}
-	oracle, err := typesOnly()
+	inst, jerr := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if jerr != nil {
+		t.Fatalf("%q: strictjson accepted what jsonschema cannot read: %v", body, jerr)
+	}
+	verr := schema.Validate(inst)
 	if err != nil {
-		f.Fatal(err)
+		var p *Problem
+		if !errors.As(err, &p) || p.Status != http.StatusBadRequest || !slices.Contains(problemCodes, p.Code) {
+			t.Fatalf("%q: refused with %#v, want a 400 problem with a stable code", body, err)
+		}
+		if verr == nil {
+			t.Fatalf("%q: refused (%v), but the document's types allow it", body, err)
+		}
+		if slices.Contains(fieldCodes, p.Code) {
+			checkField(t, body, doc, p, required)
+		}
+		return
 	}
-	schema, err := oracle.Schema("/components/schemas/" + schemaName)
-	if err != nil {
-		f.Fatal(err)
+	if verr != nil {
+		t.Fatalf("%q: accepted, but the document's types refuse it: %v", body, verr)
 	}
-	required := requiredNames(oracle.Document())
-	s := &core{maxBody: fuzzBodyLimit}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req T
-		err := s.decode(httptest.NewRecorder(), jsonRequest(body), &req)
-		doc, parseErr := strictjson.Parse(body)
-		switch {
-		case len(body) > fuzzBodyLimit:
-			wantProblem(t, err, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
-			return
-		case parseErr != nil:
-			p := wantProblem(t, err, http.StatusBadRequest, CodeInvalidJSON)
-			var se *strictjson.Error
-			if errors.As(parseErr, &se) && p.Field != se.Path {
-				t.Fatalf("%q: invalid_json names %q; the fault is at %q", body, p.Field, se.Path)
-			}
-			return
-		}
-		inst, jerr := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-		if jerr != nil {
-			t.Fatalf("%q: strictjson accepted what jsonschema cannot read: %v", body, jerr)
-		}
-		verr := schema.Validate(inst)
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) || p.Status != http.StatusBadRequest || !slices.Contains(problemCodes, p.Code) {
-				t.Fatalf("%q: refused with %#v, want a 400 problem with a stable code", body, err)
-			}
-			if verr == nil {
-				t.Fatalf("%q: refused (%v), but the document's types allow it", body, err)
-			}
-			if slices.Contains(fieldCodes, p.Code) {
-				checkField(t, body, doc, p, required)
-			}
-			return
-		}
-		if verr != nil {
-			t.Fatalf("%q: accepted, but the document's types refuse it: %v", body, verr)
-		}
-		// What was accepted, encoded again, is the same request.
-		again, merr := json.Marshal(req)
-		if merr != nil {
-			t.Fatalf("%q: the accepted request does not encode: %v", body, merr)
-		}
-		var req2 T
-		if err := s.decode(httptest.NewRecorder(), jsonRequest(again), &req2); err != nil {
-			t.Fatalf("%q accepted, encoded again as %s, is refused: %v", body, again, err)
-		}
-		if !reflect.DeepEqual(emptyMapsNil(req), emptyMapsNil(req2)) {
-			t.Fatalf("%q decoded as %#v; encoded again as %s it decodes as %#v", body, req, again, req2)
-		}
-	})
+	// What was accepted, encoded again, is the same request.
+	again, merr := json.Marshal(req)
+	if merr != nil {
+		t.Fatalf("%q: the accepted request does not encode: %v", body, merr)
+	}
+	var req2 T
+	if err := s.decode(httptest.NewRecorder(), jsonRequest(again), &req2); err != nil {
+		t.Fatalf("%q accepted, encoded again as %s, is refused: %v", body, again, err)
+	}
+	if !reflect.DeepEqual(emptyMapsNil(req), emptyMapsNil(req2)) {
+		t.Fatalf("%q decoded as %#v; encoded again as %s it decodes as %#v", body, req, again, req2)
+	}
 }
 
 func jsonRequest(body []byte) *http.Request {

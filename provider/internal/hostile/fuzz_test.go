@@ -13,9 +13,9 @@ import (
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
-// Each provider's answer handling is fuzzed end to end: its real Send
-// against a push service answering with the fuzzer's status, headers and
-// body. In those, $T stands for the device token as the provider sent it,
+// FuzzProviderAnswer fuzzes each provider's answer handling end to end: its
+// real Send against a push service answering with the fuzzer's status,
+// headers and body. In those, $T stands for the device token as the provider sent it,
 // $U for the same with every character a JSON \u escape, $C for the
 // credential of the request's Authorization header, $P for the request's
 // path and $E for the whole request echoed, so that the fuzzer can place the
@@ -28,73 +28,76 @@ import (
 // bytes of a text, and a log line should not carry more.
 const maxWords = 1000
 
-func FuzzFCMAnswer(f *testing.F) {
-	fuzzAnswer(f, oncepush.TransportFCM, []answerSeed{
-		{200, "", `{"name": "projects/hostile/messages/0:1"}`},
-		{200, "", `{"name": "$E"}`},
-		{404, "", `{"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "UNREGISTERED"}]}}`},
-		{400, "", `{"error": {"code": 400, "message": "The registration token is not a valid FCM registration token: $T", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"field": "message.token"}]}]}}`},
-		{401, "", `{"error": {"code": 401, "message": "Request had invalid authentication credentials: Bearer $U", "status": "UNAUTHENTICATED"}}`},
-		{403, "", `{"error": {"code": 403, "message": "$U was refused", "status": "PERMISSION_DENIED"}}`},
-		{401, "", `{"error": {"code": 401, "message": "THIRD_PARTY_AUTH_ERROR $U", "status": "UNAUTHENTICATED", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "THIRD_PARTY_AUTH_ERROR"}]}}`},
-		{429, "Retry-After: 99999999999999999999", `{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "metadata": {"quota_limit": "SendsPerMinutePerProject"}}]}}`},
-		{429, "Retry-After: Wed, 21 Oct 2099 07:28:00 GMT", `{"error": {"status": "RESOURCE_EXHAUSTED", "message": "x", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "QUOTA_EXCEEDED"}]}}`},
-		{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("x", 70000) + `", "status": "INTERNAL"}}`},
-		{502, "Content-Type: text/html", `<html><body>$E</body></html>`},
-		{503, "", "\x1b[2J\u009b31m\u202e\r\nlevel=ERROR\x00\xff\xfe"},
-		{400, "", `{"error": {"message": "\u001b[31m\u202e\ud800\u0000 $T", "status": "\u0000INVALID_ARGUMENT"}}`},
-		{400, "", `{"error": {"message": 5, "status": ["x"]}}`},
-		{400, "", `{"error": {"message": "` + strings.Repeat(`\\`, 2000) + `"}}`},
-	})
+// The seeds, per transport: the provider's real answers, and hostile ones.
+var fcmAnswers = []answerSeed{
+	{200, "", `{"name": "projects/hostile/messages/0:1"}`},
+	{200, "", `{"name": "$E"}`},
+	{404, "", `{"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "UNREGISTERED"}]}}`},
+	{400, "", `{"error": {"code": 400, "message": "The registration token is not a valid FCM registration token: $T", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"field": "message.token"}]}]}}`},
+	{401, "", `{"error": {"code": 401, "message": "Request had invalid authentication credentials: Bearer $U", "status": "UNAUTHENTICATED"}}`},
+	{403, "", `{"error": {"code": 403, "message": "$U was refused", "status": "PERMISSION_DENIED"}}`},
+	{401, "", `{"error": {"code": 401, "message": "THIRD_PARTY_AUTH_ERROR $U", "status": "UNAUTHENTICATED", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "THIRD_PARTY_AUTH_ERROR"}]}}`},
+	{429, "Retry-After: 99999999999999999999", `{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "metadata": {"quota_limit": "SendsPerMinutePerProject"}}]}}`},
+	{429, "Retry-After: Wed, 21 Oct 2099 07:28:00 GMT", `{"error": {"status": "RESOURCE_EXHAUSTED", "message": "x", "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "QUOTA_EXCEEDED"}]}}`},
+	{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("x", 70000) + `", "status": "INTERNAL"}}`},
+	{502, "Content-Type: text/html", `<html><body>$E</body></html>`},
+	{503, "", "\x1b[2J\u009b31m\u202e\r\nlevel=ERROR\x00\xff\xfe"},
+	{400, "", `{"error": {"message": "\u001b[31m\u202e\ud800\u0000 $T", "status": "\u0000INVALID_ARGUMENT"}}`},
+	{400, "", `{"error": {"message": 5, "status": ["x"]}}`},
+	{400, "", `{"error": {"message": "` + strings.Repeat(`\\`, 2000) + `"}}`},
 }
 
-func FuzzAPNsAnswer(f *testing.F) {
-	fuzzAnswer(f, oncepush.TransportAPNs, []answerSeed{
-		{200, "apns-id: 11111111-2222-3333-4444-555555555555", ``},
-		{200, "apns-id: $P $T", ``},
-		{410, "", `{"reason": "Unregistered", "timestamp": 1767225600000}`},
-		{410, "", `{"reason": "Unregistered", "timestamp": 9223372036854775807}`},
-		{410, "", `{"reason": "Unregistered", "timestamp": -9223372036854775808}`},
-		{400, "", `{"reason": "BadDeviceToken $U"}`},
-		{403, "", `{"reason": "InvalidProviderToken: $U"}`},
-		{403, "", `{"reason": "ExpiredProviderToken"}`},
-		{429, "Retry-After: 1", `{"reason": "TooManyProviderTokenUpdates"}`},
-		{500, "", `{"reason": "` + strings.Repeat("y", 70000) + `"}`},
-		{502, "", `$E`},
-		{400, "", `{"reason": "\u001b[2J\u202e\u0000\ud800"}`},
-		{400, "", `{"reason": 5}`},
-	})
+var apnsAnswers = []answerSeed{
+	{200, "apns-id: 11111111-2222-3333-4444-555555555555", ``},
+	{200, "apns-id: $P $T", ``},
+	{410, "", `{"reason": "Unregistered", "timestamp": 1767225600000}`},
+	{410, "", `{"reason": "Unregistered", "timestamp": 9223372036854775807}`},
+	{410, "", `{"reason": "Unregistered", "timestamp": -9223372036854775808}`},
+	{400, "", `{"reason": "BadDeviceToken $U"}`},
+	{403, "", `{"reason": "InvalidProviderToken: $U"}`},
+	{403, "", `{"reason": "ExpiredProviderToken"}`},
+	{429, "Retry-After: 1", `{"reason": "TooManyProviderTokenUpdates"}`},
+	{500, "", `{"reason": "` + strings.Repeat("y", 70000) + `"}`},
+	{502, "", `$E`},
+	{400, "", `{"reason": "\u001b[2J\u202e\u0000\ud800"}`},
+	{400, "", `{"reason": 5}`},
 }
 
-func FuzzWebPushAnswer(f *testing.F) {
-	fuzzAnswer(f, oncepush.TransportWebPush, []answerSeed{
-		{201, "Location: https://push.example/m/1", ``},
-		{201, "Location: $P?$T", ``},
-		{410, "", `push subscription has unsubscribed or expired. $P`},
-		{413, "", `$E`},
-		{429, "Retry-After: 120", `slow down`},
-		{401, "", `VAPID $C refused: $U`},
-		{403, "", "\x1b[2J\u202e\r\nlevel=ERROR\x00\xff"},
-		{500, "", strings.Repeat("z", 70000)},
-		{301, "Location: http://169.254.169.254/", ``},
-		{204, "", ``},
-	})
+var webPushAnswers = []answerSeed{
+	{201, "Location: https://push.example/m/1", ``},
+	{201, "Location: $P?$T", ``},
+	{410, "", `push subscription has unsubscribed or expired. $P`},
+	{413, "", `$E`},
+	{429, "Retry-After: 120", `slow down`},
+	{401, "", `VAPID $C refused: $U`},
+	{403, "", "\x1b[2J\u202e\r\nlevel=ERROR\x00\xff"},
+	{500, "", strings.Repeat("z", 70000)},
+	{301, "Location: http://169.254.169.254/", ``},
+	{204, "", ``},
 }
 
-func FuzzRuStoreAnswer(f *testing.F) {
-	fuzzAnswer(f, oncepush.TransportRuStore, []answerSeed{
-		{200, "", `{}`},
-		{200, "", `{"name": "$E"}`},
-		{404, "", `{"error": {"code": 404, "message": "wrong push token $T", "status": "NOT_FOUND"}}`},
-		{400, "", `{"error": {"code": 400, "message": "invalid token $U", "status": "INVALID_ARGUMENT"}}`},
-		{401, "", `{"error": {"code": 401, "message": "service token $U expired", "status": "UNAUTHENTICATED"}}`},
-		{403, "", `{"error": {"code": 403, "message": "$C", "status": "PERMISSION_DENIED"}}`},
-		{429, "Retry-After: -5", `{"error": {"status": "TOO_MANY_REQUESTS", "message": "x"}}`},
-		{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("w", 70000) + `", "status": "INTERNAL"}}`},
-		{502, "", `$E`},
-		{400, "", `{"error": {"message": "\u001b[2J\u202e\u0000\ud800", "status": "\u202eNOT_FOUND"}}`},
-	})
+var ruStoreAnswers = []answerSeed{
+	{200, "", `{}`},
+	{200, "", `{"name": "$E"}`},
+	{404, "", `{"error": {"code": 404, "message": "wrong push token $T", "status": "NOT_FOUND"}}`},
+	{400, "", `{"error": {"code": 400, "message": "invalid token $U", "status": "INVALID_ARGUMENT"}}`},
+	{401, "", `{"error": {"code": 401, "message": "service token $U expired", "status": "UNAUTHENTICATED"}}`},
+	{403, "", `{"error": {"code": 403, "message": "$C", "status": "PERMISSION_DENIED"}}`},
+	{429, "Retry-After: -5", `{"error": {"status": "TOO_MANY_REQUESTS", "message": "x"}}`},
+	{500, "", `{"error": {"code": 500, "message": "` + strings.Repeat("w", 70000) + `", "status": "INTERNAL"}}`},
+	{502, "", `$E`},
+	{400, "", `{"error": {"message": "\u001b[2J\u202e\u0000\ud800", "status": "\u202eNOT_FOUND"}}`},
 }
+
+// answerTransports are the transports FuzzProviderAnswer picks from, and
+// answerSeeds their seeds.
+var (
+	answerTransports = []oncepush.Transport{oncepush.TransportFCM, oncepush.TransportAPNs, oncepush.TransportWebPush, oncepush.TransportRuStore}
+	answerSeeds      = map[oncepush.Transport][]answerSeed{
+		oncepush.TransportFCM: fcmAnswers, oncepush.TransportAPNs: apnsAnswers,
+		oncepush.TransportWebPush: webPushAnswers, oncepush.TransportRuStore: ruStoreAnswers,
+	}
+)
 
 // answerSeed is a push service's answer: status, header lines ("Name:
 // value", one a line) and body.
@@ -104,13 +107,17 @@ type answerSeed struct {
 	body   string
 }
 
-func fuzzAnswer(f *testing.F, tr oncepush.Transport, seeds []answerSeed) {
-	f.Helper()
-	for _, s := range seeds {
-		f.Add(s.status, s.header, []byte(s.body))
+// FuzzProviderAnswer: the fuzzer's transport picks the provider, so that
+// one run of go test -fuzz fuzzes all four.
+func FuzzProviderAnswer(f *testing.F) {
+	for i, tr := range answerTransports {
+		for _, s := range answerSeeds[tr] {
+			f.Add(uint8(i), s.status, s.header, []byte(s.body))
+		}
 	}
 	w := newWorld(f)
-	f.Fuzz(func(t *testing.T, status int, header string, body []byte) {
+	f.Fuzz(func(t *testing.T, transport uint8, status int, header string, body []byte) {
+		tr := answerTransports[int(transport)%len(answerTransports)]
 		// net/http writes only three-digit statuses, and a 1xx is not an
 		// answer.
 		status = 200 + ((status-200)%400+400)%400
