@@ -222,6 +222,8 @@ func TestLoneSlashParameterIsNamed(t *testing.T) {
 		} {
 			e.do(c.method, c.path, e.admin, nil).wantProblem(t, http.StatusBadRequest, "invalid_field", c.field)
 		}
+		e.do("POST", "/v1/sessions/%2F/revoke", "", nil).wantProblem(t, http.StatusUnauthorized, "unauthorized", "")
+		e.do("POST", "/v1/sessions/%2F/revoke", e.key(apikey.ScopeRead), nil).wantProblem(t, http.StatusForbidden, "forbidden", "")
 		e.unchanged(t, before, "lone slashes")
 		e.do("POST", "/v1/sessions/%2F%2F/revoke", e.admin, nil).want(t, http.StatusNoContent)
 		e.do("GET", "/v1/recipients/a%2F/devices", e.admin, nil).want(t, http.StatusOK)

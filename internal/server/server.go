@@ -135,23 +135,32 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 // Handler returns the server's HTTP handler.
 func (s *Server[TTx]) Handler() http.Handler {
 	return cleanPathsOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := s.loneSlash(r.Method, r.URL.EscapedPath()); p != nil {
-			writeProblem(w, r, p)
+		if rt, param, ok := s.loneSlash(r.Method, r.URL.EscapedPath()); ok {
+			var err error
+			if rt.scope != "" {
+				_, err = s.authorize(r, rt.scope)
+			}
+			if err == nil {
+				err = fieldProblem(CodeInvalidField, param, `cannot be "/" alone over HTTP: the router takes it for the end of the path`)
+			}
+			writeProblem(w, r, asProblem(err, s.down))
 			return
 		}
 		s.mux.ServeHTTP(w, r)
 	}))
 }
 
-// loneSlash refuses a path parameter that is a slash alone, escaped
-// (/v1/recipients/%2F/devices): http.ServeMux takes that segment for the
-// path's trailing slash and routes the request nowhere, a 404 naming a path
-// the document does describe. A "/" within a longer value is routed.
-func (s *Server[TTx]) loneSlash(method, escaped string) *Problem {
+// loneSlash finds the route whose path parameter a path gives as a slash
+// alone, escaped (/v1/recipients/%2F/devices): http.ServeMux takes that
+// segment for the path's trailing slash and routes the request nowhere, a
+// 404 naming a path the document does describe, so Handler refuses it
+// itself (after the route's authentication), naming the parameter. A "/"
+// within a longer value is routed.
+func (s *Server[TTx]) loneSlash(method, escaped string) (route, string, bool) {
 	segs := strings.Split(escaped, "/")
 	at := slices.IndexFunc(segs, func(seg string) bool { return strings.EqualFold(seg, "%2F") })
 	if at < 0 {
-		return nil
+		return route{}, "", false
 	}
 	for _, rt := range s.served {
 		tmpl := strings.Split(rt.path, "/")
@@ -166,10 +175,10 @@ func (s *Server[TTx]) loneSlash(method, escaped string) *Problem {
 			}
 		}
 		if same {
-			return fieldProblem(CodeInvalidField, strings.Trim(tmpl[at], "{}"), `cannot be "/" alone over HTTP: the router takes it for the end of the path`)
+			return rt, strings.Trim(tmpl[at], "{}"), true
 		}
 	}
-	return nil
+	return route{}, "", false
 }
 
 // cleanPathsOnly answers 404, as for any path the API does not know, a path
