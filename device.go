@@ -1,7 +1,6 @@
 package oncepush
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -24,11 +23,9 @@ func (t Token) String() string { return MaskToken(string(t)) }
 // Push subscription, the push service's host and the endpoint's last 6 characters.
 func MaskToken(token string) string {
 	if strings.HasPrefix(token, "{") {
-		var s webPushSubscription
-		if json.Unmarshal([]byte(token), &s) == nil && s.Endpoint != "" {
-			u, err := url.Parse(s.Endpoint)
-			if err == nil && len(s.Endpoint) > 6 {
-				return u.Host + "/…" + s.Endpoint[len(s.Endpoint)-6:]
+		if sub, err := ParseWebPushSubscription(token); err == nil && len(sub.Endpoint) > 6 {
+			if u, err := url.Parse(sub.Endpoint); err == nil {
+				return u.Host + "/…" + sub.Endpoint[len(sub.Endpoint)-6:]
 			}
 		}
 		return "{…}"

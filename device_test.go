@@ -3,6 +3,7 @@ package oncepush_test
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -68,6 +69,44 @@ func TestWebPushSubscriptionRoundTrip(t *testing.T) {
 	} {
 		if _, err := oncepush.ParseWebPushSubscription(bad); err == nil {
 			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// A subscription is read as I-JSON, its members named exactly: encoding/json
+// took the last of two endpoints, an "ENDPOINT" for the endpoint, text after
+// the object, and a lone surrogate as U+FFFD, so the endpoint used was not
+// the one the document (and a schema validator) read.
+func TestWebPushSubscriptionIsReadStrictly(t *testing.T) {
+	t.Parallel()
+	keys := `"keys": {"p256dh": "` + base64.RawURLEncoding.EncodeToString(append([]byte{4}, bytes.Repeat([]byte{7}, 64)...)) +
+		`", "auth": "` + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{9}, 16)) + `"}`
+	const ep = `"endpoint": "https://fcm.googleapis.com/fcm/send/abc"`
+	for name, token := range map[string]string{
+		"endpoint twice":          `{` + ep + `, ` + keys + `, "endpoint": "https://evil.example/x"}`,
+		"keys twice":              `{` + ep + `, ` + keys + `, "keys": {}}`,
+		"p256dh in capitals":      `{` + ep + `, ` + strings.Replace(keys, "p256dh", "P256DH", 1) + `}`,
+		"lone surrogate":          `{"endpoint": "https://fcm.googleapis.com/fcm/send/\ud800", ` + keys + `}`,
+		"a second value":          `{` + ep + `, ` + keys + `} {"endpoint": "https://evil.example/x"}`,
+		"a bracket after":         `{` + ep + `, ` + keys + `}]`,
+		"expirationTime too big":  `{` + ep + `, ` + keys + `, "expirationTime": 1e400}`,
+		"expirationTime a string": `{` + ep + `, ` + keys + `, "expirationTime": "soon"}`,
+	} {
+		_, err := oncepush.ParseWebPushSubscription(token)
+		var ve *oncepush.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "token" {
+			t.Errorf("%s: got %v, want a validation error naming the token", name, err)
+		}
+	}
+	// What browsers send is still read: expirationTime null or a number,
+	// members in any order, and a member of another name is another member.
+	for _, token := range []string{
+		`{` + ep + `, "expirationTime": null, ` + keys + `}`,
+		`{` + keys + `, "expirationTime": 1767225600000, ` + ep + `}`,
+		`{` + ep + `, ` + keys + `, "ENDPOINT": "https://evil.example/x"}`,
+	} {
+		if s, err := oncepush.ParseWebPushSubscription(token); err != nil || s.Endpoint != "https://fcm.googleapis.com/fcm/send/abc" {
+			t.Errorf("%s: %+v, %v", token, s, err)
 		}
 	}
 }

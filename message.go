@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -134,6 +136,7 @@ type prepared struct {
 	recipients []string // deduplicated, in order
 	dupes      int      // recipients listed more than once
 	data       []byte   // encoded data, or nil
+	dataSize   int      // what data counts against the limits (see encodeData)
 	image      string   // "" when an http image was dropped
 	dropped    string   // the dropped http image, for the warning
 	policy     AmbiguityPolicy
@@ -181,7 +184,7 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 	}
 	if msg.Data != nil {
 		var err error
-		if p.data, err = encodeData(msg.Data, c.transports.reservedDataKey, min(MaxDataBytes, c.transports.maxPayload)); err != nil {
+		if p.data, p.dataSize, err = encodeData(msg.Data, c.transports.reservedDataKey, min(MaxDataBytes, c.transports.maxPayload)); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +205,7 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 			p.image = msg.Image
 		}
 	}
-	if size, limit := len(msg.Title)+len(msg.Body)+len(p.data)+len(msg.Link)+len(p.image), c.transports.maxPayload; size > limit {
+	if size, limit := len(msg.Title)+len(msg.Body)+p.dataSize+len(msg.Link)+len(p.image), c.transports.maxPayload; size > limit {
 		return nil, invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, limit)
 	}
 
@@ -244,7 +247,7 @@ func largestField(msg *Message, p *prepared) string {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"body", len(msg.Body)}, {"data", len(p.data)}, {"link", len(msg.Link)}, {"image", len(p.image)}} {
+	}{{"body", len(msg.Body)}, {"data", p.dataSize}, {"link", len(msg.Link)}, {"image", len(p.image)}} {
 		if f.n > size {
 			field, size = f.name, f.n
 		}
@@ -268,41 +271,49 @@ func checkText(field, s string) error {
 // encodeData encodes a message's data for storage, refusing what would not
 // arrive as the caller wrote it: reserved keys, a size above limit, and at
 // any depth, keys and strings that checkText refuses or a lone surrogate.
-func encodeData(data map[string]any, reserved func(string) bool, limit int) ([]byte, error) {
+// The size counts each number at the longer of its literal and its plain
+// notation, which PostgreSQL's jsonb stores and hands back (see
+// plainNumberLen): 1e300 takes 5 bytes as written and 301 once stored, and
+// would otherwise carry a 4 KB limit past 200 KB, or fail the write.
+func encodeData(data map[string]any, reserved func(string) bool, limit int) (out []byte, size int, err error) {
 	for k := range data {
 		if reserved(k) {
-			return nil, invalid("data", "key %q is reserved", k)
+			return nil, 0, invalid("data", "key %q is reserved", k)
 		}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(data); err != nil {
-		return nil, invalid("data", "cannot be encoded as JSON: %v", err)
+		return nil, 0, invalid("data", "cannot be encoded as JSON: %v", err)
 	}
-	out := bytes.TrimSpace(buf.Bytes())
+	out = bytes.TrimSpace(buf.Bytes())
 	if len(out) > limit {
-		return nil, invalid("data", "is %d bytes encoded, at most %d allowed", len(out), limit)
+		return nil, 0, invalid("data", "is %d bytes encoded, at most %d allowed", len(out), limit)
 	}
 	// encoding/json replaces a Go string's invalid bytes with U+FFFD, so
 	// those are looked for in the values; what the encoding holds (NUL
 	// escapes, and the text of json.RawMessage and other marshalers) is
 	// looked for in it.
 	if path, ok := invalidUTF8(reflect.ValueOf(data), "data", 0); ok {
-		return nil, invalid("data", "%s is not valid UTF-8", path)
+		return nil, 0, invalid("data", "%s is not valid UTF-8", path)
 	}
 	doc, err := strictjson.Parse(out)
 	if err != nil {
 		var se *strictjson.Error
 		if errors.As(err, &se) && se.Path != "" {
-			return nil, invalid("data", "%s %s", strictjson.Join("data", se.Path), se.Reason)
+			return nil, 0, invalid("data", "%s %s", strictjson.Under("data", se.Path), se.Reason)
 		}
-		return nil, invalid("data", "is not valid JSON: %v", err)
+		return nil, 0, invalid("data", "is not valid JSON: %v", err)
 	}
 	if path := nulPath(doc, "data"); path != "" {
-		return nil, invalid("data", "%s holds a NUL character (U+0000), which cannot be stored", path)
+		return nil, 0, invalid("data", "%s holds a NUL character (U+0000), which cannot be stored", path)
 	}
-	return out, nil
+	size = len(out) + numbersGrowth(doc)
+	if size > limit {
+		return nil, 0, invalid("data", "is %d bytes with its numbers in plain notation, as they are stored (1e300 is 301 digits), at most %d allowed", size, limit)
+	}
+	return out, size, nil
 }
 
 // nulPath returns the path of the first string or name in v that holds a
@@ -391,4 +402,61 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// numbersGrowth is how many bytes v's numbers gain written in plain
+// notation; it saturates rather than overflow.
+func numbersGrowth(v *strictjson.Value) int {
+	switch v.Kind {
+	case strictjson.Number:
+		return max(0, plainNumberLen(v.Text)-len(v.Text))
+	case strictjson.Object:
+		n := 0
+		for _, m := range v.Members {
+			n = min(n+numbersGrowth(m.Value), math.MaxInt32)
+		}
+		return n
+	case strictjson.Array:
+		n := 0
+		for _, e := range v.Elems {
+			n = min(n+numbersGrowth(e), math.MaxInt32)
+		}
+		return n
+	}
+	return 0
+}
+
+// plainNumberLen is the length of a JSON number literal written as
+// PostgreSQL's numeric writes it — and so jsonb, which stores numbers as
+// numeric: no exponent, the decimal point where the exponent puts it, as
+// many decimals as the literal's own, less the exponent ("1.50e1" is
+// "15.0", "1e-3" is "0.001"), and no sign on zero. An exponent PostgreSQL
+// refuses outright (a magnitude of 2^30 - 1 or more, whatever the digits)
+// counts as math.MaxInt32.
+func plainNumberLen(n string) int {
+	neg := strings.HasPrefix(n, "-")
+	mantissa, exponent, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	exp := 0
+	if exponent != "" {
+		e, err := strconv.ParseInt(exponent, 10, 64)
+		if err != nil || e >= 1<<30-1 || e <= -(1<<30-1) {
+			return math.MaxInt32
+		}
+		exp = int(e)
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	// The decimal point lies after point digits of the significant ones.
+	point := len(whole) + exp - (len(whole+frac) - len(digits))
+	size := 1 // the integer part: "0" when there is none
+	if digits != "" {
+		size = max(point, 1)
+	}
+	if scale := len(frac) - exp; scale > 0 {
+		size += 1 + scale
+	}
+	if neg && digits != "" {
+		size++
+	}
+	return size
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,6 +211,74 @@ func TestTextFieldsRefuseNULAndInvalidUTF8(t *testing.T) {
 			if after := l.rows(); !maps.Equal(before, after) {
 				t.Errorf("%s: wrote rows: %v, before %v", c.name, after, before)
 			}
+		}
+	})
+}
+
+// A number in data beyond the range of a double is refused on both drivers,
+// naming where: PostgreSQL's jsonb refused 1e131072 (and so the send failed
+// as a database error) where SQLite stored it, and JavaScript reads 1e400
+// as Infinity. Digits beyond a double's precision are the caller's to keep.
+func TestDataNumbersBeyondADoubleAreRefused(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, l *lib) {
+		for _, n := range []string{"1e131072", "-1e400", "1e-400", "1.7976931348623159e308"} {
+			before := l.rows()
+			_, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{"n": []any{json.Number(n)}}}, nil)
+			var ve *oncepush.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "data" || !strings.Contains(ve.Message, "data.n[0]") {
+				t.Errorf("data number %s: got %v, want a validation error naming data.n[0]", n, err)
+			}
+			if after := l.rows(); !maps.Equal(before, after) {
+				t.Errorf("data number %s: wrote rows: %v, before %v", n, after, before)
+			}
+		}
+		if _, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{
+			"max": json.Number("1.7976931348623157e308"), "tiny": json.Number("4.9e-324"), "id": json.Number("9007199254740993"),
+		}}, nil); err != nil {
+			t.Errorf("numbers a double can hold: %v", err)
+		}
+	})
+}
+
+// PostgreSQL's jsonb stores numbers in plain notation: 1e308 takes 5 bytes
+// as written and 309 as stored. Data counts them as stored, on both drivers,
+// so a 4 KB limit cannot become a 200 KB row and payload on one of them, and
+// a zero jsonb cannot hold (0e-16384) fails as a validation error, not as
+// the write.
+func TestDataNumbersCountAsStored(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, l *lib) {
+		many := make([]any, 600)
+		for i := range many {
+			many[i] = json.Number("1e308")
+		}
+		for name, data := range map[string]map[string]any{
+			"600 × 1e308":             {"n": many},
+			"a zero of 16,384 places": {"n": json.Number("0e-16384")},
+			"an exponent jsonb fails": {"n": json.Number("0e2000000000")},
+		} {
+			before := l.rows()
+			_, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: data}, nil)
+			var ve *oncepush.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "data" {
+				t.Errorf("%s: got %v, want a validation error naming data", name, err)
+			}
+			if after := l.rows(); !maps.Equal(before, after) {
+				t.Errorf("%s: wrote rows: %v, before %v", name, after, before)
+			}
+		}
+		// One such number fits, and reaches the provider as stored.
+		if err := l.register(oncepush.Device{Recipient: "u_1", Transport: oncepush.TransportFCM, Token: fcmToken}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.send([]string{"u_1"}, oncepush.Message{Title: "t", Data: map[string]any{"n": json.Number("1e300")}}, nil); err != nil {
+			t.Fatalf("one 1e300: %v", err)
+		}
+		l.drain()
+		subs := l.fcm.Submissions()
+		if len(subs) != 1 || (subs[0].Data["n"] != "1e300" && subs[0].Data["n"] != "1"+strings.Repeat("0", 300)) {
+			t.Fatalf("submissions %+v, want data n as written or in plain notation", subs)
 		}
 	})
 }

@@ -151,10 +151,13 @@ func (t *transportTable) normalizeToken(name Transport, token string) (canonical
 	return canonical, key, nil
 }
 
-// reservedDataKey reports whether a message's data may not use k: oncepush's
-// own key, or one that any of the transports reserves.
+// reservedDataKey reports whether a message's data may not use k: every
+// "oncepush_" name (oncepush_id, and the oncepush_link, oncepush_title,
+// oncepush_body and oncepush_image the providers add), or one that any of the
+// transports reserves. A send whose data would fail at every device is
+// refused when made.
 func (t *transportTable) reservedDataKey(k string) bool {
-	if k == "oncepush_id" {
+	if strings.HasPrefix(k, "oncepush_") {
 		return true
 	}
 	for i := range t.specs {

@@ -173,6 +173,12 @@ func testValidation[TTx any](t *testing.T, h Harness[TTx]) {
 		{"no title or body", []string{"r1"}, oncepush.Message{Title: " "}, nil, "title"},
 		{"data too large", []string{"r1"}, oncepush.Message{Title: "t", Data: big}, nil, "data"},
 		{"reserved data key", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"oncepush_id": "x"}}, nil, "data"},
+		// Names a provider refuses (FCM: any case, gcm…; APNs: aps) or writes
+		// itself (oncepush_link): accepted, they failed at every device.
+		{"FCM-reserved data key, capitalised", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"From": "x"}}, nil, "data"},
+		{"FCM-reserved data key, gcm…", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"gcm.notification.title": "x"}}, nil, "data"},
+		{"APNs-reserved data key", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"aps": map[string]any{}}}, nil, "data"},
+		{"data key a provider writes", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"oncepush_link": "https://evil.example/"}}, nil, "data"},
 		{"unencodable data", []string{"r1"}, oncepush.Message{Title: "t", Data: map[string]any{"f": func() {}}}, nil, "data"},
 		{"relative link", []string{"r1"}, oncepush.Message{Title: "t", Link: "orders/1"}, nil, "link"},
 		{"absolute URL link", []string{"r1"}, oncepush.Message{Title: "t", Link: "https://evil.example/x"}, nil, "link"},

@@ -4,7 +4,6 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/registry"
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // Defaults.
@@ -138,6 +139,10 @@ func (st *Settings) LogValue() slog.Value {
 type Error struct {
 	Setting string
 	Problem string
+	// Path is, for a fault inside the configuration file (Setting
+	// "--config"), the path of the setting at fault: "engine.runBudget",
+	// "providers.fcm.serviceAccount"; empty when the whole file is.
+	Path string
 }
 
 func (e *Error) Error() string { return e.Setting + ": " + e.Problem }
@@ -156,7 +161,16 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 			return nil, settingErr("--config", "cannot read %s: %v", st.ConfigPath, err)
 		}
 		if err := decodeFile(b, &st.File); err != nil {
-			return nil, settingErr("--config", "%s: %v", st.ConfigPath, err)
+			e := settingErr("--config", "%s: %v", st.ConfigPath, err)
+			var pe *strictjson.Error
+			var se *strictjson.ShapeError
+			switch {
+			case errors.As(err, &pe):
+				e.Path = pe.Path
+			case errors.As(err, &se):
+				e.Path = se.Path
+			}
+			return nil, e
 		}
 	}
 	st.Listen = cmp.Or(f.Listen, getenv(EnvListen), st.Listen, ListenDefault)
@@ -170,27 +184,31 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 	return st, st.validate()
 }
 
-// decodeFile reads the JSON configuration strictly: an unknown key is an error
-// naming it, so a typo cannot silently fall back to a default.
+// decodeFile reads the JSON configuration strictly, by the rules request
+// bodies are read by (internal/strictjson): one I-JSON value (UTF-8, no name
+// twice, no lone surrogate, no number beyond a double), every setting named
+// exactly as documented, case included, with a value of its kind, and a
+// duration a duration. An error names the setting's path, so that a typo
+// cannot silently fall back to a default, nor the second of two values win.
 func decodeFile(b []byte, f *File) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(f); err != nil {
-		var typ *json.UnmarshalTypeError
-		var syn *json.SyntaxError
+	doc, err := strictjson.Parse(b)
+	if err != nil {
+		return fmt.Errorf("not a valid configuration file: %w", err)
+	}
+	if err := strictjson.Check(doc, reflect.TypeFor[File]()); err != nil {
+		var se *strictjson.ShapeError
 		switch {
-		case errors.As(err, &typ):
-			return fmt.Errorf("%s: must be a JSON %s", typ.Field, typ.Type)
-		case errors.As(err, &syn):
-			return fmt.Errorf("not valid JSON at byte %d: %v", syn.Offset, syn)
-		}
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return fmt.Errorf("unknown setting %s", name)
+		case !errors.As(err, &se):
+			return err
+		case se.Fault == strictjson.Unknown:
+			return fmt.Errorf("unknown setting %s (names are case-sensitive): %w", se.Path, err)
+		case se.Path == "":
+			return fmt.Errorf("the file %s: %w", se.Reason, err)
 		}
 		return err
 	}
-	if dec.More() {
-		return errors.New("more than one JSON value")
+	if err := json.Unmarshal(b, f); err != nil {
+		return fmt.Errorf("decode a checked file: %w", err) // Check refused what this could
 	}
 	return nil
 }

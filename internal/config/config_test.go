@@ -91,9 +91,9 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}
 	// Inside a provider's section, the problem is named in full.
 	for file, want := range map[string]string{
-		`{"providers": {"hms": {}}}`:                  `unknown setting "providers.hms": the transports are fcm, apns, webpush, rustore`,
-		`{"providers": {"apns": {"keyID": 5}}}`:       "providers.apns.keyID: must be a JSON string",
-		`{"providers": {"fcm": {"serviceAccnt": 1}}}`: `unknown setting "serviceAccnt"`,
+		`{"providers": {"hms": {}}}`:                  `providers.hms: is not a transport: the transports are fcm, apns, webpush, rustore`,
+		`{"providers": {"apns": {"keyID": 5}}}`:       "providers.apns.keyID: must be a string",
+		`{"providers": {"fcm": {"serviceAccnt": 1}}}`: `unknown setting providers.fcm.serviceAccnt`,
 	} {
 		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -251,5 +251,41 @@ func TestEngineErrorsNameTheKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want an error naming %s", file, err, want)
 		}
+	}
+}
+
+// The file is read by the rules request bodies are: one I-JSON value, names
+// exactly as documented, values of their kind. encoding/json took the last
+// of two values, "Listen" for "listen", text after the object, a lone
+// surrogate as U+FFFD, and named neither a duration's setting nor a nested
+// unknown one's path.
+func TestFileIsReadStrictly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ file, path string }{
+		{`{"listen": "127.0.0.1:7000", "listen": "127.0.0.1:7001"}`, "listen"},
+		{`{"engine": {"batchSize": 1, "batchSize": 2}}`, "engine.batchSize"},
+		{`{"Listen": "127.0.0.1:7001"}`, "Listen"},
+		{`{"engine": {"BatchSize": 500}}`, "engine.BatchSize"},
+		{`{"database": "\ud800.db"}`, "database"},
+		{"{\"database\": \"caf\xe9.db\"}", "database"},
+		{`{"http": {"maxBodyBytes": 1e400}}`, "http.maxBodyBytes"},
+		{`{"http": {"maxBodyBytes": 1.5}}`, "http.maxBodyBytes"},
+		{`{"engine": {"runBudget": 10}}`, "engine.runBudget"},
+		{`{"engine": {"runBudget": "soon"}}`, "engine.runBudget"},
+		{`{"engine": null}`, "engine"},
+		{`{"providers": {"fcm": {"serviceAccount": "x"}}}`, "providers.fcm.serviceAccount"},
+		{`{"categories": {"news": {"Ambiguity": "resend"}}}`, "categories.news.Ambiguity"},
+		{`{}}`, ""},
+		{`null`, ""},
+	} {
+		_, err := Load(Flags{Config: writeConfig(t, tc.file)}, env(nil))
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != "--config" || se.Path != tc.path {
+			t.Errorf("%s: %v, want an error naming --config at %q", tc.file, err, tc.path)
+		}
+	}
+	st, err := Load(Flags{Config: writeConfig(t, `{"categories": {"Billing": {"ambiguity": "at-most-once"}}, "engine": {"runBudget": "5s"}}`)}, env(nil))
+	if err != nil || st.Categories["Billing"].Ambiguity != "at-most-once" || st.Engine.RunBudget != 5*time.Second {
+		t.Fatalf("a valid file: %+v, %v", st, err)
 	}
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // engineFile is oncepush.Config as the file writes it: the fields with a json
@@ -57,15 +57,16 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		f, ok := byName[key]
 		if !ok {
-			return fmt.Errorf("unknown setting engine.%s", key)
+			return &strictjson.ShapeError{Path: key, Fault: strictjson.Unknown, Reason: "is not an engine setting (names are case-sensitive)"}
 		}
 		v := reflect.New(f.Type)
 		if err := json.Unmarshal(raw[key], v.Interface()); err != nil {
+			reason := err.Error()
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return fmt.Errorf("engine.%s: must be a JSON %s", key, te.Type)
+				reason = "must be a JSON " + te.Type.String()
 			}
-			return fmt.Errorf("engine.%s: %v", key, err)
+			return &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: reason}
 		}
 		out := dst.FieldByName(f.Name)
 		out.Set(v.Elem().Convert(out.Type()))

@@ -275,8 +275,13 @@ func (s *Spec) Unexercised() []string {
 
 // match finds the path item for a concrete, escaped path and the values of its
 // parameters. A template with more literal segments wins, as OpenAPI requires.
+// A path with a "." or ".." segment matches none: it names a resource only
+// once cleaned, and the document describes paths as they are sent.
 func (s *Spec) match(escaped string) (*pathItem, map[string]string) {
 	segs := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	if slices.Contains(segs, ".") || slices.Contains(segs, "..") {
+		return nil, nil
+	}
 	var best *pathItem
 	var bestValues map[string]string
 	bestLiterals := -1

@@ -19,10 +19,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/fakepush"
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // Transport is one transport's registration.
@@ -170,23 +172,27 @@ func (t Table) Decode(b []byte) (Sections, error) {
 	for name, r := range raw {
 		row := t.lookup(oncepush.Transport(name))
 		if row == nil {
-			return nil, fmt.Errorf("unknown setting \"providers.%s\": the transports are %s", name, t.list())
+			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Unknown, Reason: "is not a transport: the transports are " + t.list()}
 		}
 		if bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
 			continue
 		}
 		sec := row.NewSection()
-		dec := json.NewDecoder(bytes.NewReader(r))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(sec); err != nil {
-			var typ *json.UnmarshalTypeError
-			if errors.As(err, &typ) {
-				// Named from the providers object: the caller's decoder
-				// adds "providers." in front.
-				typ.Field = strings.Trim(name+"."+typ.Field, ".")
-				return nil, typ
+		// Checked by the rules the whole file is (internal/strictjson), so
+		// that a fault is named by its path under the section.
+		doc, err := strictjson.Parse(r)
+		if err != nil {
+			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Invalid, Reason: err.Error()}
+		}
+		if err := strictjson.Check(doc, reflect.TypeOf(sec)); err != nil {
+			var se *strictjson.ShapeError
+			if errors.As(err, &se) {
+				return nil, &strictjson.ShapeError{Path: strictjson.Under(name, se.Path), Fault: se.Fault, Reason: se.Reason}
 			}
 			return nil, err
+		}
+		if err := json.Unmarshal(r, sec); err != nil {
+			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Invalid, Reason: err.Error()}
 		}
 		out[row.Spec.Name] = sec
 	}

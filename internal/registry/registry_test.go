@@ -16,6 +16,7 @@ import (
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/registry"
+	"github.com/oncepush/oncepush/internal/strictjson"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -126,8 +127,8 @@ func TestDecodeNamesWhatIsWrong(t *testing.T) {
 	t.Parallel()
 	table := registry.Default()
 	for _, tc := range []struct{ raw, want string }{
-		{`{"hms": {}}`, `unknown setting "providers.hms": the transports are fcm, apns, webpush, rustore`},
-		{`{"apns": {"keyFle": "x"}}`, `json: unknown field "keyFle"`},
+		{`{"hms": {}}`, `hms: is not a transport: the transports are fcm, apns, webpush, rustore`},
+		{`{"apns": {"keyFle": "x"}}`, `apns.keyFle: is not known`},
 		{`[]`, `providers: must be a JSON object`},
 	} {
 		_, err := table.Decode([]byte(tc.raw))
@@ -135,8 +136,8 @@ func TestDecodeNamesWhatIsWrong(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.raw, err, tc.want)
 		}
 	}
-	var typ *json.UnmarshalTypeError
-	if _, err := table.Decode([]byte(`{"apns": {"keyID": 5}}`)); !errors.As(err, &typ) || typ.Field != "apns.keyID" {
+	var se *strictjson.ShapeError
+	if _, err := table.Decode([]byte(`{"apns": {"keyID": 5}}`)); !errors.As(err, &se) || se.Path != "apns.keyID" {
 		t.Errorf("a wrong type: %v, want one naming apns.keyID", err)
 	}
 	s, err := table.Decode([]byte(`{"fcm": null}`))

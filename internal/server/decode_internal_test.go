@@ -7,6 +7,7 @@ import (
 
 	"github.com/oncepush/oncepush/api"
 	"github.com/oncepush/oncepush/internal/openapitest"
+	"github.com/oncepush/oncepush/internal/strictjson"
 )
 
 // The request structs' json and api tags are what decode enforces; they must
@@ -35,22 +36,22 @@ func TestRequestTypesMirrorTheDocument(t *testing.T) {
 		for _, r := range asList(schema["required"]) {
 			required = append(required, r.(string))
 		}
-		fields := apiFieldsOf(typ)
+		fields := strictjson.Fields(typ)
 		var docNames, goNames []string
 		for p := range props {
 			docNames = append(docNames, p)
 		}
-		for _, f := range fields.list {
-			goNames = append(goNames, f.name)
-			prop, ok := props[f.name].(map[string]any)
+		for _, f := range fields {
+			goNames = append(goNames, f.Name)
+			prop, ok := props[f.Name].(map[string]any)
 			if !ok {
 				continue
 			}
-			if got, want := f.required, slices.Contains(required, f.name); got != want {
-				t.Errorf("%s.%s: api:\"required\" is %v, the document's required says %v", name, f.name, got, want)
+			if got, want := f.Required, slices.Contains(required, f.Name); got != want {
+				t.Errorf("%s.%s: api:\"required\" is %v, the document's required says %v", name, f.Name, got, want)
 			}
-			if got, want := f.nullable, allowsNull(prop); got != want {
-				t.Errorf("%s.%s: api:\"nullable\" is %v, the document allows null: %v", name, f.name, got, want)
+			if got, want := f.Nullable, allowsNull(prop); got != want {
+				t.Errorf("%s.%s: api:\"nullable\" is %v, the document allows null: %v", name, f.Name, got, want)
 			}
 		}
 		slices.Sort(docNames)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -20,7 +21,7 @@ func (t *tokenField) UnmarshalJSON(b []byte) error {
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil {
-		return &fieldError{field: "token", msg: "must be a string, or a Web Push subscription object"}
+		return errors.New("must be a string, or a Web Push subscription object")
 	}
 	*t = tokenField(b)
 	return nil
@@ -122,12 +123,18 @@ func (s *Server[TTx]) deleteDevice(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server[TTx]) revokeSession(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r); err != nil {
+		return err
+	}
 	return noContent(w, s.client.RevokeSession(r.Context(), r.PathValue("session")))
 }
 
 func (s *Server[TTx]) deleteRecipient(w http.ResponseWriter, r *http.Request) error {
 	recipient, err := pathRecipient(r)
 	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
 		return err
 	}
 	return noContent(w, s.client.DeleteRecipient(r.Context(), recipient))

@@ -42,7 +42,7 @@ const (
 	CodeUnknownField         = "unknown_field"          // 400: a field the API does not know
 	CodeMissingField         = "missing_field"          // 400: a required field is absent
 	CodeBodyTooLarge         = "body_too_large"         // 413
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415: not application/json
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: not application/json, or a body where none is taken
 	CodeUnauthorized         = "unauthorized"           // 401: no, malformed, unknown or revoked key
 	CodeForbidden            = "forbidden"              // 403: the key lacks the scope
 	CodeNotFound             = "not_found"              // 404

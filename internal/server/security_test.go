@@ -173,3 +173,55 @@ func TestOpenEndpointsRevealLittle(t *testing.T) {
 		}
 	})
 }
+
+// A path with an empty, "." or ".." segment is a path the API does not know:
+// 404, not http.ServeMux's 307 to the cleaned path, which a client follows
+// by sending its method and body to another route (DELETE
+// /v1/recipients/../devices became DELETE /v1/devices).
+func TestUncleanPathsAreNotRedirected(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		tok := e.token(oncepush.TransportFCM)
+		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK)
+		before := e.rows()
+		for _, c := range []struct{ method, path string }{
+			{"PUT", "/v1/recipients//devices"},
+			{"DELETE", "/v1/recipients/../devices"},
+			{"DELETE", "/v1/recipients/u_1/./../../devices"},
+			{"POST", "//v1/notifications"},
+			{"GET", "/v1/recipients/u_1/devices/."},
+		} {
+			r := e.do(c.method, c.path, e.admin, obj{"transport": "fcm", "token": tok, "recipients": []string{"u_1"}, "title": "t"})
+			r.wantProblem(t, http.StatusNotFound, "not_found", "")
+			if loc := r.header.Get("Location"); loc != "" {
+				t.Errorf("%s %s: Location %q", c.method, c.path, loc)
+			}
+		}
+		e.unchanged(t, before, "requests to unclean paths")
+		// An escaped slash is part of a segment, not a separator.
+		e.do("GET", "/v1/recipients/u_1%2F%2Fx/devices", e.admin, nil).want(t, http.StatusOK)
+	})
+}
+
+// A path parameter that is a slash alone, escaped, is refused naming the
+// parameter: http.ServeMux routes such a path nowhere (a 404 for an
+// operation the document describes). A slash within a value is routed.
+func TestLoneSlashParameterIsNamed(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		before := e.rows()
+		for _, c := range []struct{ method, path, field string }{
+			{"POST", "/v1/sessions/%2F/revoke", "session"},
+			{"DELETE", "/v1/recipients/%2f", "recipient"},
+			{"GET", "/v1/recipients/%2F/devices", "recipient"},
+			{"GET", "/v1/notifications/%2F", "id"},
+		} {
+			e.do(c.method, c.path, e.admin, nil).wantProblem(t, http.StatusBadRequest, "invalid_field", c.field)
+		}
+		e.do("POST", "/v1/sessions/%2F/revoke", "", nil).wantProblem(t, http.StatusUnauthorized, "unauthorized", "")
+		e.do("POST", "/v1/sessions/%2F/revoke", e.key(apikey.ScopeRead), nil).wantProblem(t, http.StatusForbidden, "forbidden", "")
+		e.unchanged(t, before, "lone slashes")
+		e.do("POST", "/v1/sessions/%2F%2F/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		e.do("GET", "/v1/recipients/a%2F/devices", e.admin, nil).want(t, http.StatusOK)
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -134,7 +135,74 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 }
 
 // Handler returns the server's HTTP handler.
-func (s *Server[TTx]) Handler() http.Handler { return s.mux }
+func (s *Server[TTx]) Handler() http.Handler {
+	return cleanPathsOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt, param, ok := s.loneSlash(r.Method, r.URL.EscapedPath()); ok {
+			var err error
+			if rt.scope != "" {
+				_, err = s.authorize(r, rt.scope)
+			}
+			if err == nil {
+				err = fieldProblem(CodeInvalidField, param, `cannot be "/" alone over HTTP: the router takes it for the end of the path`)
+			}
+			writeProblem(w, r, asProblem(err, s.down))
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	}))
+}
+
+// loneSlash finds the route whose path parameter a path gives as a slash
+// alone, escaped (/v1/recipients/%2F/devices): http.ServeMux takes that
+// segment for the path's trailing slash and routes the request nowhere, a
+// 404 naming a path the document does describe, so Handler refuses it
+// itself (after the route's authentication), naming the parameter. A "/"
+// within a longer value is routed.
+func (s *Server[TTx]) loneSlash(method, escaped string) (route, string, bool) {
+	segs := strings.Split(escaped, "/")
+	at := slices.IndexFunc(segs, func(seg string) bool { return strings.EqualFold(seg, "%2F") })
+	if at < 0 {
+		return route{}, "", false
+	}
+	for _, rt := range s.served {
+		tmpl := strings.Split(rt.path, "/")
+		if rt.method != method || len(tmpl) != len(segs) || !strings.HasPrefix(tmpl[at], "{") {
+			continue
+		}
+		same := true
+		for i, seg := range tmpl {
+			if !strings.HasPrefix(seg, "{") && seg != segs[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return rt, strings.Trim(tmpl[at], "{}"), true
+		}
+	}
+	return route{}, "", false
+}
+
+// cleanPathsOnly answers 404, as for any path the API does not know, a path
+// with an empty, "." or ".." segment ("/v1/recipients//devices",
+// "/v1/recipients/../devices"), which http.ServeMux would otherwise answer
+// with a redirect to the cleaned path: a 307 that a client follows by
+// sending its method and body to another route. It looks at the escaped
+// path, as the mux does: "%2F" in a recipient id is no segment.
+func cleanPathsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		clean := path.Clean("/" + p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/"
+		}
+		if p != clean && r.Method != http.MethodConnect {
+			writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // OperationsHandler serves only /metrics, /healthz and /readyz: what a
 // worker process (oncepush work) exposes, and the listener of its own that
@@ -154,7 +222,7 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
-	return mux
+	return cleanPathsOnly(mux)
 }
 
 // handlerFunc is an API handler: it writes its answer, or returns an error that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +69,8 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"dedupekey", send, `{"recipients": ["u_1"], "title": "Hello", "dedupekey": "k"}`, nil, 400, "unknown_field", "dedupekey"},
 			{"title twice", send, `{"recipients": ["u_1"], "title": "Hello", "title": "Bye"}`, nil, 400, "invalid_json", "title"},
 			{"recipients twice", send, `{"recipients": ["u_1"], "recipients": ["u_2"], "title": "Hello"}`, nil, 400, "invalid_json", "recipients"},
+			{"a member without a name", send, `{"recipients": ["u_1"], "title": "Hello", "": 1}`, nil, 400, "unknown_field", `[""]`},
+			{"a dotted data key twice", send, `{"recipients": ["u_1"], "title": "Hello", "data": {"a.b": {"c": 1, "c": 2}}}`, nil, 400, "invalid_json", `data["a.b"].c`},
 			{"a data key twice", send, `{"recipients": ["u_1"], "title": "Hello", "data": {"a": 1, "a": 2}}`, nil, 400, "invalid_json", "data.a"},
 			{"lone surrogate in title", send, `{"recipients": ["u_1"], "title": "\ud800"}`, nil, 400, "invalid_json", "title"},
 			{"lone low surrogate in body", send, `{"recipients": ["u_1"], "title": "a", "body": "x\udc00"}`, nil, 400, "invalid_json", "body"},
@@ -84,7 +87,10 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"link empty", send, `{"recipients": ["u_1"], "title": "a", "link": ""}`, nil, 400, "invalid_field", "link"},
 			{"image empty", send, `{"recipients": ["u_1"], "title": "a", "image": ""}`, nil, 400, "invalid_field", "image"},
 			{"ttlSeconds a fraction", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1.5}`, nil, 400, "invalid_field", "ttlSeconds"},
-			{"ttlSeconds huge", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e400}`, nil, 400, "invalid_field", "ttlSeconds"},
+			{"ttlSeconds huge", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e300}`, nil, 400, "invalid_field", "ttlSeconds"},
+			{"ttlSeconds beyond a double", send, `{"recipients": ["u_1"], "title": "a", "ttlSeconds": 1e400}`, nil, 400, "invalid_json", "ttlSeconds"},
+			{"a data number beyond a double", send, `{"recipients": ["u_1"], "title": "a", "data": {"n": [1e131072]}}`, nil, 400, "invalid_json", "data.n[0]"},
+			{"a data number too small for a double", send, `{"recipients": ["u_1"], "title": "a", "data": {"n": -1e-400}}`, nil, 400, "invalid_json", "data.n"},
 			{"type a boolean", send, `{"recipients": ["u_1"], "title": "a", "type": true}`, nil, 400, "invalid_field", "type"},
 
 			// PUT /v1/recipients/{recipient}/devices
@@ -92,6 +98,11 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"TOKEN", dev, `{"transport": "fcm", "TOKEN": "` + tok + `"}`, nil, 400, "unknown_field", "TOKEN"},
 			{"token twice", dev, `{"transport": "fcm", "token": "` + tok + `", "token": "` + tok + `"}`, nil, 400, "invalid_json", "token"},
 			{"subscription endpoint twice", dev, `{"transport": "webpush", "token": ` + strings.Replace(web, `{"endpoint":`, `{"endpoint": "https://x.example/a", "endpoint":`, 1) + `}`, nil, 400, "invalid_json", "token.endpoint"},
+			// The same, and a second value after it, in the token's string form,
+			// which the body's own I-JSON check cannot see into.
+			{"subscription endpoint twice, as a string", dev, `{"transport": "webpush", "token": ` +
+				strconv.Quote(strings.Replace(web, `{"endpoint":`, `{"endpoint": "https://x.example/a", "endpoint":`, 1)) + `}`, nil, 400, "invalid_field", "token"},
+			{"subscription and more, as a string", dev, `{"transport": "webpush", "token": ` + strconv.Quote(web+`{}`) + `}`, nil, 400, "invalid_field", "token"},
 			{"transport null", dev, `{"transport": null, "token": "` + tok + `"}`, nil, 400, "invalid_field", "transport"},
 			{"transport empty", dev, `{"transport": "", "token": "` + tok + `"}`, nil, 400, "invalid_field", "transport"},
 			{"token null", dev, `{"transport": "fcm", "token": null}`, nil, 400, "invalid_field", "token"},
@@ -111,6 +122,7 @@ func TestHostileBodiesAreRefusedAndWriteNothing(t *testing.T) {
 			{"optOut twice", prefs, `{"optOut": ["news"], "optOut": []}`, nil, 400, "invalid_json", "optOut"},
 			{"a null opt-out", prefs, `{"optOut": [null]}`, nil, 400, "invalid_field", "optOut[0]"},
 			{"lone surrogate in an opt-out", prefs, `{"optOut": ["\ud800"]}`, nil, 400, "invalid_json", "optOut[0]"},
+			{"a quietHours member without a name", prefs, `{"quietHours": {"start": "22:00", "end": "07:00", "timeZone": "UTC", "": 1}}`, nil, 400, "unknown_field", `quietHours[""]`},
 			{"quietHours.START", prefs, `{"quietHours": {"start": "22:00", "START": "23:00", "end": "07:00", "timeZone": "UTC"}}`, nil, 400, "unknown_field", "quietHours.START"},
 			{"quietHours.start twice", prefs, `{"quietHours": {"start": "22:00", "start": "23:00", "end": "07:00", "timeZone": "UTC"}}`, nil, 400, "invalid_json", "quietHours.start"},
 			{"quietHours.start missing", prefs, `{"quietHours": {"end": "07:00", "timeZone": "UTC"}}`, nil, 400, "missing_field", "quietHours.start"},
@@ -156,5 +168,24 @@ func TestStrictDecodingTakesWhatTheDocumentAllows(t *testing.T) {
 		web := e.token(oncepush.TransportWebPush)
 		sub := strings.Replace(web, `{"endpoint":`, `{"expirationTime": null, "endpoint":`, 1)
 		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, `{"transport": "webpush", "token": `+sub+`}`).want(t, http.StatusOK)
+	})
+}
+
+// The operations that take no body refuse one (415) and do nothing: a body
+// they ignored would be a client meaning something the server did not do.
+func TestOperationsWithoutBodyRefuseOne(t *testing.T) {
+	t.Parallel()
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, obj{"session": "s_1"})
+		before := e.rows()
+		for _, path := range []string{"/v1/recipients/u_1", "/v1/sessions/s_1/revoke"} {
+			method := map[bool]string{true: "DELETE", false: "POST"}[strings.HasPrefix(path, "/v1/recipients")]
+			for _, body := range []string{`{"keepDevices": true}`, `0`, ` `} {
+				e.do(method, path, e.admin, body).wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "")
+			}
+		}
+		e.unchanged(t, before, "bodies sent where none is taken")
+		e.do("POST", "/v1/sessions/s_1/revoke", e.admin, nil).want(t, http.StatusNoContent)
+		e.do("DELETE", "/v1/recipients/u_1", e.admin, nil).want(t, http.StatusNoContent)
 	})
 }

@@ -1,13 +1,18 @@
 // Package strictjson reads JSON more strictly than encoding/json does: exactly
-// one value, UTF-8 throughout, no lone surrogate escapes ("\ud800") and no name
-// twice in one object — the I-JSON profile (RFC 7493) — where encoding/json
-// replaces what it cannot decode with U+FFFD and keeps the last of two equal
-// names. What it refuses is named by its path ("title", "data.note",
+// one value, UTF-8 throughout, no lone surrogate escapes ("\ud800"), no name
+// twice in one object and no number beyond the range of a double (1e400,
+// 1e-400) — the I-JSON profile (RFC 7493) — where encoding/json replaces what
+// it cannot decode with U+FFFD, keeps the last of two equal names and leaves
+// a number's range to whoever reads it. What it refuses is named by its path ("title", "data.note",
 // "recipients[2]"), so that an answer can say which field to fix.
 //
 // Parse keeps what a schema check needs: each value's kind, the exact names of
 // an object's members in order, the decoded text of strings and the literal of
-// numbers (never a float64).
+// numbers (never a float64). A number's digits are kept beyond a double's
+// precision (9007199254740993), which I-JSON only advises against; its range
+// is not, because the readers of a document disagree about it: PostgreSQL's
+// jsonb refuses 1e131072 and writes 1e300 out as 301 digits, JavaScript
+// reads 1e400 as Infinity.
 package strictjson
 
 import (
@@ -17,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -163,6 +169,9 @@ func (p *parser) value() (*Value, error) {
 	case bool:
 		return &Value{Kind: Bool, Text: strconv.FormatBool(t)}, nil
 	case json.Number:
+		if !inDoubleRange(string(t)) {
+			return nil, &Error{Path: p.path(), Reason: "is a number beyond the range of a double (RFC 7493)", Offset: p.dec.InputOffset() - int64(len(t))}
+		}
 		return &Value{Kind: Number, Text: string(t)}, nil
 	case string:
 		return &Value{Kind: String, Text: t}, nil
@@ -224,13 +233,48 @@ func (p *parser) array() (*Value, error) {
 	return v, nil
 }
 
+// inDoubleRange reports whether a number literal's magnitude is one a double
+// can hold: neither so large that it is infinite as a double (1e309) nor so
+// small, but not zero, that it is zero as one (1e-400).
+func inDoubleRange(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return false
+	}
+	if f != 0 {
+		return true
+	}
+	mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
+	return strings.Trim(mantissa, "-0.") == ""
+}
+
 // Join is the path of a member: "quietHours" + "timeZone" is
-// "quietHours.timeZone"; at the top, the name alone.
+// "quietHours.timeZone"; at the top, the name alone. A name that the dotted
+// form would lose or blur — empty, or holding '.', '[', ']' or '"' — is
+// written as a JSON string in brackets: data["a.b"], [""].
 func Join(path, name string) string {
+	if name == "" || strings.ContainsAny(name, `.[]"`) {
+		return path + "[" + string(appendString(nil, name)) + "]"
+	}
 	if path == "" {
 		return name
 	}
 	return path + "." + name
+}
+
+// Under is the path, in a document whose value at prefix is the one path
+// was found in, of what path names there: Under("data", "a[0]") is
+// "data.a[0]", Under("data", `[""]`) is `data[""]`.
+func Under(prefix, path string) string {
+	switch {
+	case prefix == "":
+		return path
+	case path == "":
+		return prefix
+	case strings.HasPrefix(path, "["):
+		return prefix + path
+	}
+	return prefix + "." + path
 }
 
 // Index is the path of an array element: "recipients[2]".

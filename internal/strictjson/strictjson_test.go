@@ -23,6 +23,11 @@ func TestParseRefusesWhatEncodingJSONLetsThrough(t *testing.T) {
 		{"invalid UTF-8", "{\"title\": \"caf\xe9\"}", "title"},
 		{"invalid UTF-8 in a name", "{\"t\xffitle\": 1}", ""},
 		{"truncated UTF-8", "{\"title\": \"\xe2\x82\"}", "title"},
+		{"number too large for a double", `{"data": {"n": 1e400}}`, "data.n"},
+		{"number just too large for a double", `{"n": [1.7976931348623159e308]}`, "n[0]"},
+		{"negative number too large", `{"n": -2e308}`, "n"},
+		{"number too small for a double", `{"n": 1e-400}`, "n"},
+		{"number jsonb cannot hold", `{"data": {"n": 1e131072}}`, "data.n"},
 		{"syntax error", `{"title": }`, ""},
 		{"trailing data", `{} {}`, ""},
 		{"empty", ``, ""},
@@ -58,6 +63,19 @@ func TestParseKeepsWhatIsValid(t *testing.T) {
 	}
 	if arr := v.Members[3].Value; len(arr.Elems) != 2 || arr.Elems[0].Text != "true" || arr.Elems[1].Kind != Object {
 		t.Errorf("array parsed as %+v", arr)
+	}
+}
+
+// Numbers a double can hold keep their digits, however many: the range is
+// I-JSON's rule, the precision is the caller's.
+func TestParseKeepsNumbersADoubleCanHold(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0", "-0.0", "0e999999999", "0.000e-999999", "1E+2", "1.7976931348623157e308",
+		"-1.7976931348623157e308", "4.9e-324", "9007199254740993", "123456789012345678901234567890.0000000000000000001"} {
+		v, err := Parse([]byte(n))
+		if err != nil || v.Kind != Number || v.Text != n {
+			t.Errorf("Parse(%s) = %+v, %v; want the number as written", n, v, err)
+		}
 	}
 }
 
@@ -102,6 +120,31 @@ func TestParseCostIsLinear(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(len(tc.doc))*1000; got > limit {
 			t.Errorf("%s: parsing %d bytes allocated %d MB, over %d MB", tc.name, len(tc.doc), got>>20, limit>>20)
+		}
+	}
+}
+
+// Every member has a path of its own: a name the dotted form would lose
+// (empty) or blur ("a.b" is not a → b) is written as a JSON string.
+func TestJoinShowsEveryName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ path, name, want string }{
+		{"", "title", "title"},
+		{"quietHours", "timeZone", "quietHours.timeZone"},
+		{"", "", `[""]`},
+		{"quietHours", "", `quietHours[""]`},
+		{"data", "a.b", `data["a.b"]`},
+		{"data", "x[0]", `data["x[0]"]`},
+		{"data", `say "hi"`, `data["say \"hi\""]`},
+		{"data", "<&>", "data.<&>"},
+		{Index("recipients", 2), "k", "recipients[2].k"},
+	} {
+		if got := Join(tc.path, tc.name); got != tc.want {
+			t.Errorf("Join(%q, %q) = %s, want %s", tc.path, tc.name, got, tc.want)
+		}
+		// The same member, found in a document that is itself data's value.
+		if got, want := Under("data", Join(tc.path, tc.name)), Join(Under("data", tc.path), tc.name); got != want {
+			t.Errorf("Under(data, %s) = %s, want %s", Join(tc.path, tc.name), got, want)
 		}
 	}
 }

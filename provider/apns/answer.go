@@ -25,11 +25,11 @@ type apnsError struct {
 func (p *Provider) classify(resp *httpsend.Response, sentID string, s *oncepush.Submission) (res oncepush.Result, expired bool) {
 	if resp.Status >= 200 && resp.Status < 300 {
 		p.observe(false, s)
-		return oncepush.Accepted(cmp.Or(resp.Header.Get("apns-id"), sentID)), false
+		return oncepush.Accepted(cmp.Or(resp.Text(resp.Header.Get("apns-id")), sentID)), false
 	}
 	var e apnsError
 	_ = json.Unmarshal(resp.Body, &e) // a body that is not APNs JSON still has a status
-	e.Reason = httpsend.Printable(e.Reason)
+	e.Reason = resp.Text(e.Reason)
 	res.Text = answerText(resp.Status, e, resp.Body)
 	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())
 

@@ -60,8 +60,8 @@ func readAnswer(resp *httpsend.Response) answer {
 	a := answer{status: resp.Status}
 	var e apiError
 	if json.Unmarshal(resp.Body, &e) == nil && (e.Error.Status != "" || e.Error.Message != "") {
-		a.message = httpsend.Printable(e.Error.Message)
-		a.name = httpsend.Printable(e.Error.Status)
+		a.message = resp.Text(e.Error.Message)
+		a.name = resp.Text(e.Error.Status)
 		for _, d := range e.Error.Details {
 			switch d.Type {
 			case fcmErrorType:
@@ -83,7 +83,7 @@ func readAnswer(resp *httpsend.Response) answer {
 			}
 		}
 		if a.errorCode != "" {
-			a.name = httpsend.Printable(a.errorCode)
+			a.name = resp.Text(a.errorCode)
 		}
 	} else {
 		a.message = httpsend.Snippet(resp.Body)

@@ -201,7 +201,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.R
 				Name string `json:"name"`
 			}
 			_ = json.Unmarshal(resp.Body, &ok)
-			return oncepush.Accepted(ok.Name), token
+			return oncepush.Accepted(resp.Text(ok.Name)), token
 		}
 		a := readAnswer(resp)
 		if resp.Status == http.StatusUnauthorized && a.errorCode == "" && !refreshed {

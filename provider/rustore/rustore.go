@@ -175,7 +175,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 			Name string `json:"name"`
 		}
 		_ = json.Unmarshal(resp.Body, &ok)
-		return oncepush.Accepted(ok.Name)
+		return oncepush.Accepted(resp.Text(ok.Name))
 	}
 	return p.classify(s, resp)
 }
@@ -268,7 +268,7 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) onc
 	var e apiError
 	status, message := "", ""
 	if json.Unmarshal(resp.Body, &e) == nil && (e.Error.Status != "" || e.Error.Message != "") {
-		status, message = httpsend.Printable(e.Error.Status), httpsend.Printable(e.Error.Message)
+		status, message = resp.Text(e.Error.Status), resp.Text(e.Error.Message)
 	} else {
 		message = httpsend.Snippet(resp.Body)
 	}

@@ -52,12 +52,21 @@ func normalizeAllowed(h string) (string, error) {
 	case wildcard && !strings.Contains(name, "."):
 		return "", errors.New("is too broad: a wildcard needs a domain of at least two labels")
 	}
-	for _, label := range strings.Split(name, ".") {
-		if label == "" || !validLabel(label) {
-			return "", errors.New("is not a host name (letters, digits, hyphens and dots; a leading \"*.\" for a wildcard)")
-		}
+	if !hostName(name) {
+		return "", errors.New("is not a host name (letters, digits, hyphens and dots; a leading \"*.\" for a wildcard)")
 	}
 	return h, nil
+}
+
+// hostName reports whether every label of host is a non-empty run of
+// letters, digits, hyphens and underscores (lower case).
+func hostName(host string) bool {
+	for label := range strings.SplitSeq(host, ".") {
+		if label == "" || !validLabel(label) {
+			return false
+		}
+	}
+	return true
 }
 
 func validLabel(l string) bool {
@@ -107,6 +116,10 @@ func (g *guard) checkEndpoint(endpoint string) (*url.URL, error) {
 		// accepts. Some resolvers turn them into addresses; no push service
 		// uses one.
 		return nil, fmt.Errorf("the subscription endpoint's host %q is an IPv4 address in a non-standard form", host)
+	} else if !hostName(host) {
+		// ".notify.windows.com" ends like an allowed wildcard's domain but
+		// names nothing under it; nor does a label of other characters.
+		return nil, fmt.Errorf("the subscription endpoint's host %q is not a host name (letters, digits, hyphens; no empty label)", host)
 	}
 	if !g.hostAllowed(host) {
 		return nil, fmt.Errorf("the subscription endpoint's host %q is not a push service on the allow-list (AllowedHosts)", host)

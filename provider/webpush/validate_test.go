@@ -167,6 +167,10 @@ func TestValidateTokenURLTricks(t *testing.T) {
 		{"https:///fcm.googleapis.com/fcm/send/abcdefgh", false},                 // empty host
 		{" https://fcm.googleapis.com/fcm/send/abcdefgh", false},                 // leading space
 		{"https://fcm.googleapis.com\t/fcm/send/abcdefgh", false},                // a control character
+		{"https://.notify.windows.com/w/abcdefgh", false},                        // a wildcard's domain after an empty label
+		{"https://a..push.apple.com/abcdefgh", false},                            // an empty label under a wildcard
+		{"https://a!b.push.apple.com/abcdefgh", false},                           // a label no DNS name holds
+		{"https://xn--tda.push.apple.com/abcdefgh", true},                        // punycode under a wildcard
 		{"https://fcm.googleapis.com./fcm/send/abcdefgh", true},                  // the root's dot: the same host
 		{"HTTPS://FCM.GOOGLEAPIS.COM/fcm/send/abcdefgh", true},                   // case
 	} {

@@ -356,7 +356,7 @@ func (p *Provider) classify(ctx context.Context, resp *httpsend.Response, host s
 	}
 	switch code := resp.Status; {
 	case code == http.StatusOK || code == http.StatusCreated || code == http.StatusAccepted:
-		return oncepush.Accepted(resp.Header.Get("Location"))
+		return oncepush.Accepted(resp.Text(resp.Header.Get("Location")))
 	case code == http.StatusNotFound || code == http.StatusGone:
 		return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: text}
 	case code == http.StatusTooManyRequests || code >= 500:

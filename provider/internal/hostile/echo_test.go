@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf16"
 
 	"github.com/oncepush/oncepush"
 )
@@ -55,6 +56,22 @@ func errorBody(tr oncepush.Transport, status int, words string) string {
 	return string(b)
 }
 
+// escapedErrorBody is errorBody with every character of words a JSON \u
+// escape.
+func escapedErrorBody(tr oncepush.Transport, status, words string) string {
+	var b strings.Builder
+	for _, u := range utf16.Encode([]rune(words)) {
+		fmt.Fprintf(&b, `\u%04x`, u)
+	}
+	switch tr {
+	case oncepush.TransportFCM, oncepush.TransportRuStore:
+		return `{"error": {"message": "` + b.String() + `", "status": "` + status + `"}}`
+	case oncepush.TransportAPNs:
+		return `{"reason": "` + b.String() + `"}`
+	}
+	return words
+}
+
 // TestProviderWordsCarryNoSecretsOrControls: a push service that answers
 // with the request it got — the device token, the Authorization header's
 // credential, the Web Push endpoint and keys — and with terminal escapes,
@@ -85,6 +102,21 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 			rw.WriteHeader(http.StatusBadRequest)
 			b, _ := json.Marshal(echo(r)) // "/" is not escaped; < > & are
 			_, _ = rw.Write([]byte(errorBody(tr, 400, strings.ReplaceAll(string(b), "/", `\/`))))
+		}},
+		// Every character a \u escape: the raw body holds no secret in any
+		// form a JSON encoder writes, the decoded message does, and a 401
+		// or 403 is logged.
+		answer{"401, the request \\u-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+			rw.WriteHeader(http.StatusUnauthorized)
+			_, _ = rw.Write([]byte(escapedErrorBody(tr, "UNAUTHENTICATED", echo(r))))
+		}},
+		answer{"403, the request \\u-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+			rw.WriteHeader(http.StatusForbidden)
+			_, _ = rw.Write([]byte(escapedErrorBody(tr, "PERMISSION_DENIED", echo(r))))
+		}},
+		answer{"400, a message of 60,000 bytes", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+			rw.WriteHeader(http.StatusBadRequest)
+			_, _ = rw.Write([]byte(errorBody(tr, 400, strings.Repeat("long ", 12000))))
 		}},
 		answer{"the path URL-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusBadRequest)
@@ -118,6 +150,9 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 			for _, tr := range oncepush.Transports() {
 				res := w.send(w.submission(tr))
 				for what, text := range map[string]string{"text": res.Text, "provider id": res.ProviderID} {
+					if len(text) > 1000 {
+						t.Errorf("%s: the result's %s is %d bytes", tr, what, len(text))
+					}
 					if s := w.leaked(text); s != "" {
 						t.Errorf("%s: the result's %s holds a secret (%.12s…): %q", tr, what, s, text)
 					}
@@ -165,7 +200,7 @@ func TestTokenEndpointWordsCarryNoSecrets(t *testing.T) {
 // checkLogs fails the test when a log line holds a secret, or a string in
 // it holds a control character once decoded (a JSON handler escapes C0
 // controls, not C1 or bidirectional ones, and a reader decodes them all).
-func (w *world) checkLogs(t *testing.T) {
+func (w *world) checkLogs(t testing.TB) {
 	t.Helper()
 	logs := w.logs.String()
 	if s := w.leaked(logs); s != "" {

@@ -54,7 +54,7 @@ type request struct {
 // service that nothing may reach, and the four providers configured against
 // them, logging to one buffer.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	svc      *httptest.Server
 	internal *httptest.Server
 	// internalHits counts requests that reached the internal service.
@@ -77,7 +77,7 @@ type world struct {
 	secrets []string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, logs: &providertest.SyncBuffer{}}
 	w.internal = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -214,8 +214,11 @@ func (w *world) submission(tr oncepush.Transport) *oncepush.Submission {
 }
 
 // send sends s through its transport's provider.
-func (w *world) send(s *oncepush.Submission) oncepush.Result {
-	ctx, cancel := context.WithTimeout(w.t.Context(), 10*time.Second)
+func (w *world) send(s *oncepush.Submission) oncepush.Result { return w.sendIn(w.t.Context(), s) }
+
+// sendIn is send under ctx (a fuzz target's, whose world outlives it).
+func (w *world) sendIn(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return w.providers[s.Device.Transport].Send(ctx, s)
 }
@@ -232,7 +235,7 @@ func (w *world) leaked(text string) string {
 	return ""
 }
 
-func serviceAccount(t *testing.T, tokenURI string) []byte {
+func serviceAccount(t testing.TB, tokenURI string) []byte {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -250,7 +253,7 @@ func serviceAccount(t *testing.T, tokenURI string) []byte {
 	return b
 }
 
-func p8(t *testing.T) []byte {
+func p8(t testing.TB) []byte {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

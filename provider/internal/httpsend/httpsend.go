@@ -111,7 +111,21 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// forms are the send's secrets in every form Do took out of the answer.
+	forms []string
 }
+
+// MaxText bounds a text read out of an answer (Response.Text): the ledger
+// keeps 1,000 bytes of a delivery's text, with the transport, the device
+// and the status before it, and a log line needs no more.
+const MaxText = 500
+
+// Text makes a text read out of the answer — a member of its JSON document
+// once decoded, a header's value — fit for a Result and the log, as Redact
+// does: the send's secrets taken out once more (a JSON string can spell one
+// with \u escapes that the raw body did not hold), anything shaped like a
+// JWT, made Printable; and cut to MaxText bytes.
+func (r *Response) Text(s string) string { return cut(redact(s, r.forms), MaxText) }
 
 // Do sends req and reads the answer. On failure it returns the engine Result
 // that says whether the request may have reached the provider; on success the
@@ -177,7 +191,7 @@ func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, o
 			vs[i] = redact(v, forms)
 		}
 	}
-	return &Response{Status: resp.StatusCode, Header: header, Body: redactBytes(body, forms)}, oncepush.Result{}
+	return &Response{Status: resp.StatusCode, Header: header, Body: redactBytes(body, forms), forms: forms}, oncepush.Result{}
 }
 
 // withOnceBody returns a copy of req whose body is a onceBody holding req's
@@ -324,15 +338,18 @@ func RetryAfter(h string, now time.Time) time.Duration {
 // Snippet returns the start of a body for an error text, printable (see
 // Printable): a provider's 502 may be a whole HTML page.
 func Snippet(b []byte) string {
-	s := Printable(strings.Join(strings.Fields(string(b)), " "))
-	if len(s) > 200 {
-		cut := 200
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	return cut(Printable(strings.Join(strings.Fields(string(b)), " ")), 200)
+}
+
+// cut shortens s to at most n bytes and a "…", at a character's start.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Redacted stands for a secret in a provider's words.

@@ -91,6 +91,13 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
+// Reset empties the buffer.
+func (b *SyncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 // RequestsFor is what the fake recorded for one device token of transport tr.
 func RequestsFor(fake *pushtest.FakeServer, tr oncepush.Transport, token string) []pushtest.FakeRequest {
 	var out []pushtest.FakeRequest
