@@ -27,7 +27,7 @@ func builtinTransports() []TransportSpec {
 			NormalizeToken:  apnsToken,
 			MaxPayload:      4096,
 			ReservedDataKey: apnsReservedDataKey,
-			ExampleToken:   func(n int) Token { return Token(fmt.Sprintf("%064x", n)) },
+			ExampleToken:    func(n int) Token { return Token(fmt.Sprintf("%064x", n)) },
 		},
 		{
 			Name:           TransportWebPush,
