@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -138,9 +140,16 @@ func retryable(status int, err error) bool {
 	return err != nil || status == http.StatusServiceUnavailable || status == http.StatusBadGateway || status >= 500
 }
 
+// mustTimeout bounds the retries of one request: longer than any restart
+// of the API or of PostgreSQL takes.
+const mustTimeout = 2 * time.Minute
+
 // must makes a request until it is answered want (retrying while the API or
-// its database is down, until ctx ends), and decodes the answer into out.
+// its database is down, for at most mustTimeout), and decodes the answer
+// into out.
 func (a *api) must(ctx context.Context, method, path string, body any, want int, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, mustTimeout)
+	defer cancel()
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		status, b, err := a.call(ctx, method, path, nil, body)
 		if ctx.Err() != nil {
@@ -251,6 +260,23 @@ func (a *api) recipientDeliveries(ctx context.Context, recipient string) ([]deli
 		}
 		cursor = *p.NextCursor
 	}
+}
+
+// deviceIDs lists the ids of a recipient's registered devices.
+func (a *api) deviceIDs(ctx context.Context, recipient string) (map[int64]bool, error) {
+	var p struct {
+		Devices []struct {
+			ID int64 `json:"id"`
+		} `json:"devices"`
+	}
+	if err := a.must(ctx, http.MethodGet, "/v1/recipients/"+url.PathEscape(recipient)+"/devices", nil, http.StatusOK, &p); err != nil {
+		return nil, err
+	}
+	ids := map[int64]bool{}
+	for _, d := range p.Devices {
+		ids[d.ID] = true
+	}
+	return ids, nil
 }
 
 // sleep waits d or until ctx ends.

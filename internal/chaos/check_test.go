@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -169,6 +171,16 @@ func TestCheckLost(t *testing.T) {
 		w.pair(d, "tok-a2", "sending", 1, 0, at(0), at(0), at(0))
 		w.receipt(d, "tok-a2", fateAnswered, 200, at(10))
 		expect(t, Check(w.in), map[string]int{vNotFinal: 1})
+	})
+	t.Run("final delivery with a pair whose device was deleted meanwhile", func(t *testing.T) {
+		w := newWorld()
+		d := w.sentOnce("a", "resend")
+		w.pair(d, "tok-dead", "pending", 0, 0, time.Time{}, time.Time{}, at(0)).DeviceGone = true
+		r := Check(w.in)
+		expect(t, r, nil)
+		if r.UnsettledGone != 1 {
+			t.Errorf("unsettled pairs of deleted devices %d, want 1", r.UnsettledGone)
+		}
 	})
 	t.Run("acknowledged, no delivery", func(t *testing.T) {
 		w := newWorld()

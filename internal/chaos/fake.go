@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -111,18 +113,29 @@ func (f *fake) control(ctx context.Context, method, path string, body, out any, 
 func (f *fake) received(ctx context.Context) ([]Receipt, error) {
 	var all []Receipt
 	for after := int64(0); ; {
-		var page []pushtest.ControlReceipt
-		if err := f.control(ctx, http.MethodGet, fmt.Sprintf("/_fake/received?after=%d&limit=10000", after), nil, &page, http.StatusOK); err != nil {
+		page, err := f.receivedAfter(ctx, after)
+		if err != nil {
 			return nil, err
 		}
 		if len(page) == 0 {
 			return all, nil
 		}
-		for _, c := range page {
-			all = append(all, receiptOf(c))
-		}
+		all = append(all, page...)
 		after = page[len(page)-1].Seq
 	}
+}
+
+// receivedAfter reads one page of the record: the requests after seq.
+func (f *fake) receivedAfter(ctx context.Context, seq int64) ([]Receipt, error) {
+	var page []pushtest.ControlReceipt
+	if err := f.control(ctx, http.MethodGet, fmt.Sprintf("/_fake/received?after=%d&limit=10000", seq), nil, &page, http.StatusOK); err != nil {
+		return nil, err
+	}
+	out := make([]Receipt, 0, len(page))
+	for _, c := range page {
+		out = append(out, receiptOf(c))
+	}
+	return out, nil
 }
 
 // held lists the requests the fake is holding now (read whole, no answer yet).

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -155,8 +157,9 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 
 // victim waits until the fake holds requests of a worker that is not busy,
 // and picks one such worker: a kill or stop then lands with requests in
-// flight. It returns nil if no worker had any within victimWait.
-func (inj *injector) victim(ctx context.Context) (*slot, map[string]int, error) {
+// flight. It returns the worker and the requests the fake holds for it, or
+// nil if no worker had any within victimWait.
+func (inj *injector) victim(ctx context.Context) (*slot, []Receipt, error) {
 	deadline := time.Now().Add(victimWait)
 	for {
 		held, err := inj.fake.held(ctx)
@@ -174,7 +177,7 @@ func (inj *injector) victim(ctx context.Context) (*slot, map[string]int, error) 
 		}
 		inj.mu.Unlock()
 		owners := socketOwners(pids)
-		perSlot := map[*slot]map[string]int{}
+		perSlot := map[*slot][]Receipt{}
 		for _, r := range held {
 			_, port, _ := net.SplitHostPort(r.RemoteAddr)
 			n, _ := strconv.Atoi(port)
@@ -183,10 +186,7 @@ func (inj *injector) victim(ctx context.Context) (*slot, map[string]int, error) 
 				pid, ok = pids[0], true
 			}
 			if s := bySlot[pid]; ok && s != nil {
-				if perSlot[s] == nil {
-					perSlot[s] = map[string]int{}
-				}
-				perSlot[s][r.Transport]++
+				perSlot[s] = append(perSlot[s], r)
 			}
 		}
 		if s := inj.pick(perSlot); s != nil {
@@ -203,7 +203,7 @@ func (inj *injector) victim(ctx context.Context) (*slot, map[string]int, error) 
 
 // pick chooses, at random, one of the workers that are not busy and have
 // requests held, and marks it busy.
-func (inj *injector) pick(perSlot map[*slot]map[string]int) *slot {
+func (inj *injector) pick(perSlot map[*slot][]Receipt) *slot {
 	inj.mu.Lock()
 	defer inj.mu.Unlock()
 	var cands []*slot
@@ -230,7 +230,7 @@ func (inj *injector) killWorker(ctx context.Context) error {
 	if err := inj.checkAlive(s); err != nil {
 		return err
 	}
-	inj.record(Fault{Kind: faultKill, At: time.Now(), Target: s.proc.String(), Held: held})
+	inj.record(Fault{Kind: faultKill, At: time.Now(), Target: s.proc.String(), Held: perTransport(held)})
 	if err := s.proc.kill(); err != nil {
 		return err
 	}
@@ -246,20 +246,72 @@ func (inj *injector) stopWorker(ctx context.Context) error {
 	if err != nil || s == nil {
 		return err
 	}
-	inj.record(Fault{Kind: faultStop, At: time.Now(), Target: s.proc.String(), Held: held})
+	inj.record(Fault{Kind: faultStop, At: time.Now(), Target: s.proc.String(), Held: perTransport(held)})
 	if err := s.proc.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	stopped := time.Now()
-	// Deliberately the lease and two seconds: what is being tested is a
-	// worker that wakes after its lease expired.
-	_ = sleep(context.WithoutCancel(ctx), engineLease+2*time.Second)
+	// At least the lease and two seconds: what is being tested is a worker
+	// that wakes after its lease expired. Then, awaited (at most
+	// stopRecoveryWait more): another worker sending one of the requests the
+	// fake held for the stopped one again, a sign that its work was
+	// recovered while it could not know (resend policy; at-most-once ones are
+	// never sent again).
+	wctx := context.WithoutCancel(ctx)
+	_ = sleep(wctx, engineLease+2*time.Second)
+	if err := inj.awaitResend(wctx, held, stopped.Add(engineLease+stopRecoveryWait)); err != nil {
+		_ = s.proc.signal(syscall.SIGCONT)
+		return err
+	}
 	err = s.proc.signal(syscall.SIGCONT)
 	inj.mu.Lock()
 	inj.stopFor = time.Since(stopped)
 	s.busy = false
 	inj.mu.Unlock()
 	return err
+}
+
+// stopRecoveryWait bounds how long past its lease a worker stays stopped
+// while the harness waits for its work to be sent by another.
+const stopRecoveryWait = 20 * time.Second
+
+// awaitResend polls the fake's record, from the highest of held on, until a
+// request for one of held's pairs arrives again, or until the deadline.
+func (inj *injector) awaitResend(ctx context.Context, held []Receipt, deadline time.Time) error {
+	type key struct{ id, transport, token string }
+	want := map[key]bool{}
+	var after int64
+	for _, r := range held {
+		want[key{r.NotificationID, r.Transport, r.Token}] = true
+		after = max(after, r.Seq)
+	}
+	for time.Now().Before(deadline) {
+		page, err := inj.fake.receivedAfter(ctx, after)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if want[key{r.NotificationID, r.Transport, r.Token}] {
+				return nil
+			}
+			after = r.Seq
+		}
+		if len(page) == 0 {
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// perTransport counts receipts per transport.
+func perTransport(rs []Receipt) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		m[r.Transport]++
+	}
+	return m
 }
 
 // killAPI SIGKILLs the API while a POST is in flight, and starts it again.

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command chaos attacks oncepush's two promises — each (notification,
 // device) pair submitted to its provider at most once under the system's own
 // retry model, and every delivery ending in a recorded outcome — from the
@@ -27,8 +29,8 @@
 // scripts/test uses ($ONCEPUSH_TEST_DATABASE_URL, default
 // postgres://postgres@127.0.0.1:5432/postgres); a run that restarts
 // PostgreSQL initdbs a private cluster in a temporary directory instead.
-// Linux only in full: the harness reads /proc to tell which worker the fake
-// is holding requests for.
+// It runs on Unix (signals), fully on Linux: it reads /proc to tell which
+// worker the fake is holding requests for.
 package main
 
 import (
@@ -125,6 +127,9 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A backstop: every wait of the harness has a bound of its own.
+	ctx, cancel := context.WithTimeout(ctx, 3*o.duration+15*time.Minute)
+	defer cancel()
 	start := time.Now()
 	h, err := newHarness(o)
 	if err != nil {

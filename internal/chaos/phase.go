@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -129,10 +131,10 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
 	case p.pgRestarts > 0:
-		if pg, err = newCluster(ctx, h.ps); err != nil {
+		if pg, err = newCluster(ctx, h.ps, dir); err != nil {
 			return nil, err
 		}
-		defer pg.stop(h.o.keep)
+		defer pg.stop()
 		if _, err := createDatabase(ctx, pg.url("postgres"), "chaos"); err != nil {
 			return nil, err
 		}
@@ -252,6 +254,8 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			Chaos:       res.chaos,
 		},
 	}
+	var pairDevice []int64          // in.Pairs[i]'s device id
+	unsettled := map[string][]int{} // recipient → its pairs left pending or sending by a final delivery
 	for _, d := range deliveries {
 		in.Deliveries = append(in.Deliveries, Delivery{ID: d.ID, MessageID: d.NotificationID, Recipient: d.Recipient,
 			OncepushID: d.OncepushID, DedupeKey: d.DedupeKey, Status: d.Status})
@@ -260,6 +264,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			if !ok {
 				return nil, fmt.Errorf("delivery %d names device %d, which the harness never registered", d.ID, at.DeviceID)
 			}
+			pairDevice = append(pairDevice, at.DeviceID)
 			pr := Pair{DeliveryID: d.ID, Transport: at.Transport, Token: tok, State: at.State,
 				Submissions: at.Submissions, Ambiguous: at.Ambiguous, UpdatedAt: at.UpdatedAt}
 			if at.FirstSentAt != nil {
@@ -268,7 +273,20 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			if at.LastSentAt != nil {
 				pr.LastSentAt = *at.LastSentAt
 			}
+			if d.Status != "pending" && (at.State == "pending" || at.State == "sending") {
+				unsettled[d.Recipient] = append(unsettled[d.Recipient], len(in.Pairs))
+			}
 			in.Pairs = append(in.Pairs, pr)
+		}
+	}
+	// Is the device of such a pair still registered? (Read now: at the end.)
+	for recipient, pairs := range unsettled {
+		live, err := a.deviceIDs(ctx, recipient)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range pairs {
+			in.Pairs[i].DeviceGone = !live[pairDevice[i]]
 		}
 	}
 	res.check = Check(in)

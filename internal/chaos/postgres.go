@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -79,8 +81,8 @@ type cluster struct {
 	proc    *proc
 }
 
-// newCluster initdbs a cluster in a new temporary directory and starts it.
-func newCluster(ctx context.Context, ps *procs) (*cluster, error) {
+// newCluster initdbs a cluster in a new directory under parent and starts it.
+func newCluster(ctx context.Context, ps *procs, parent string) (*cluster, error) {
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(matches) == 0 {
 		if p, err := exec.LookPath("initdb"); err == nil {
@@ -91,7 +93,7 @@ func newCluster(ctx context.Context, ps *procs) (*cluster, error) {
 		return nil, errors.New("no initdb found (/usr/lib/postgresql/*/bin/initdb, or on PATH): a PostgreSQL restart needs a private cluster")
 	}
 	c := &cluster{ps: ps, bin: filepath.Dir(matches[len(matches)-1])}
-	root, err := os.MkdirTemp("", "oncepush-chaos-pg-")
+	root, err := os.MkdirTemp(parent, "postgres-")
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +111,10 @@ func newCluster(ctx context.Context, ps *procs) (*cluster, error) {
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		c.as = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		// PostgreSQL must reach its directory through the harness's own.
+		if err := os.Chmod(parent, 0o711); err != nil {
+			return nil, err
+		}
 		for _, d := range []string{root, c.dir, c.sockets} {
 			if err := os.Chown(d, uid, gid); err != nil {
 				return nil, err
@@ -128,9 +134,6 @@ func newCluster(ctx context.Context, ps *procs) (*cluster, error) {
 	}
 	return c, nil
 }
-
-// root is the cluster's temporary directory (data and sockets).
-func (c *cluster) root() string { return filepath.Dir(c.dir) }
 
 // url is the URL of database name on the cluster.
 func (c *cluster) url(name string) string {
@@ -207,16 +210,14 @@ func (c *cluster) crash(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// stop ends the cluster (fast shutdown) and removes its directory.
-func (c *cluster) stop(keep bool) {
+// stop ends the cluster (fast shutdown). Its directory goes with the
+// harness's, or is kept with it.
+func (c *cluster) stop() {
 	if c.proc != nil && !c.proc.exited() {
 		_ = c.proc.signal(syscall.SIGINT) // PostgreSQL's fast shutdown
 		if err := c.proc.wait(30 * time.Second); err != nil {
 			_ = c.proc.kill()
 		}
-	}
-	if !keep {
-		_ = os.RemoveAll(c.root())
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -102,6 +104,9 @@ func printPhase(out io.Writer, r *phaseResult) {
 	}
 	fmt.Fprintf(out, "  resend duplicates the fake's own answers explain (a reset, an answer held past the send timeout): %d; records refused for a lost lease: %d\n",
 		c.AnswerDuplicates, r.leaseLost)
+	if c.UnsettledGone > 0 {
+		fmt.Fprintf(out, "  pairs left pending by a final delivery, their device deleted meanwhile (its token answered invalid): %d\n", c.UnsettledGone)
+	}
 	for _, t := range r.targets {
 		fmt.Fprintf(out, "  TARGET NOT MET: %s\n", t)
 	}
