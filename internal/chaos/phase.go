@@ -131,7 +131,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
 	case p.pgRestarts > 0:
-		if pg, err = newCluster(ctx, h.ps, dir); err != nil {
+		if pg, err = newCluster(ctx, h.ps, dir, h.tmp); err != nil {
 			return nil, err
 		}
 		defer pg.stop()

@@ -81,8 +81,9 @@ type cluster struct {
 	proc    *proc
 }
 
-// newCluster initdbs a cluster in a new directory under parent and starts it.
-func newCluster(ctx context.Context, ps *procs, parent string) (*cluster, error) {
+// newCluster initdbs a cluster in a new directory under parent (within the
+// harness's directory top) and starts it.
+func newCluster(ctx context.Context, ps *procs, parent, top string) (*cluster, error) {
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(matches) == 0 {
 		if p, err := exec.LookPath("initdb"); err == nil {
@@ -112,8 +113,13 @@ func newCluster(ctx context.Context, ps *procs, parent string) (*cluster, error)
 		gid, _ := strconv.Atoi(u.Gid)
 		c.as = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		// PostgreSQL must reach its directory through the harness's own.
-		if err := os.Chmod(parent, 0o711); err != nil {
-			return nil, err
+		for d := parent; ; d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o711); err != nil {
+				return nil, err
+			}
+			if d == top || d == filepath.Dir(d) {
+				break
+			}
 		}
 		for _, d := range []string{root, c.dir, c.sockets} {
 			if err := os.Chown(d, uid, gid); err != nil {
