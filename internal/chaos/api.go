@@ -80,8 +80,9 @@ func waitListening(ctx context.Context, p *proc) (string, error) {
 func (a *api) restart(ctx context.Context) error {
 	var last error
 	// The port was the killed process's; binding it again can fail for a
-	// moment while the kernel tears its sockets down.
-	for try := 0; try < 20; try++ {
+	// moment while the kernel tears its sockets down. And 'serve' exits 1
+	// while its database is down (a PostgreSQL restart).
+	for deadline := time.Now().Add(restartWait); time.Now().Before(deadline); {
 		p, err := a.ps.start("api", a.bin, a.args, nil)
 		if err != nil {
 			return err

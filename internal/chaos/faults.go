@@ -37,7 +37,14 @@ type injector struct {
 	harnErr []Violation
 	stopFor time.Duration
 	pgDown  time.Duration
+	// refusedStarts counts worker starts that exited at once, their
+	// database unreachable (a PostgreSQL restart).
+	refusedStarts int
 }
+
+// restartWait bounds how long the harness starts a process again while its
+// database is down.
+const restartWait = 2 * time.Minute
 
 // slot is one of the N worker processes; a killed one is started again in
 // its slot.
@@ -51,17 +58,33 @@ type slot struct {
 const victimWait = 5 * time.Second
 
 // startWorker starts (or starts again) the worker of slot i and waits until
-// it is working.
+// it is working. A worker refuses to start while its database is down
+// ('work' exits 1 when it cannot reach it, for its supervisor to start it
+// again): during a PostgreSQL restart the harness is that supervisor, and
+// tries again for up to restartWait.
 func (inj *injector) startWorker(ctx context.Context, i int) error {
 	name := fmt.Sprintf("%s-worker-%d", inj.p.driver, i)
-	p, err := inj.h.ps.start(name, inj.h.bin, []string{"work", "--database", inj.database, "--config", inj.cfg, "--log-format", "json"}, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := p.waitFor(ctx, p.stderr, "that it is working", 60*time.Second, func(s string) (string, bool) {
-		return "", strings.Contains(s, `"msg":"oncepush working"`)
-	}); err != nil {
-		return err
+	var p *proc
+	for deadline := time.Now().Add(restartWait); ; {
+		var err error
+		if p, err = inj.h.ps.start(name, inj.h.bin, []string{"work", "--database", inj.database, "--config", inj.cfg, "--log-format", "json"}, nil); err != nil {
+			return err
+		}
+		_, err = p.waitFor(ctx, p.stderr, "that it is working", 60*time.Second, func(s string) (string, bool) {
+			return "", strings.Contains(s, `"msg":"oncepush working"`)
+		})
+		if err == nil {
+			break
+		}
+		if !p.exited() || time.Now().After(deadline) {
+			return err
+		}
+		inj.mu.Lock()
+		inj.refusedStarts++
+		inj.mu.Unlock()
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	inj.mu.Lock()
 	defer inj.mu.Unlock()
@@ -337,14 +360,55 @@ func (inj *injector) killAPI(ctx context.Context) error {
 	return inj.api.restart(context.WithoutCancel(ctx))
 }
 
-// restartPostgres crash-restarts the private cluster.
+// restartPostgres crash-restarts the private cluster, and kills a worker
+// while it is down: started again, that worker must wait for its database.
 func (inj *injector) restartPostgres(ctx context.Context) error {
-	inj.record(Fault{Kind: faultPGRestart, At: time.Now(), Target: "postgres"})
-	down, err := inj.pg.crash(context.WithoutCancel(ctx))
+	wctx := context.WithoutCancel(ctx)
+	start := time.Now()
+	inj.record(Fault{Kind: faultPGRestart, At: start, Target: "postgres"})
+	if err := inj.pg.crash(wctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var startErr error
+	if s := inj.pickAny(); s != nil {
+		inj.record(Fault{Kind: faultKill, At: time.Now(), Target: s.proc.String() + ", PostgreSQL down"})
+		if err := s.proc.kill(); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			startErr = inj.startWorker(wctx, inj.slotIndex(s))
+		}()
+	}
+	err := inj.pg.start(wctx)
 	inj.mu.Lock()
-	inj.pgDown = down
+	inj.pgDown = time.Since(start)
 	inj.mu.Unlock()
-	return err
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	return startErr
+}
+
+// pickAny picks, at random, a worker that is not busy, and marks it busy.
+func (inj *injector) pickAny() *slot {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	var cands []*slot
+	for _, s := range inj.slots {
+		if !s.busy && !s.proc.exited() {
+			cands = append(cands, s)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	s := cands[inj.rng.IntN(len(cands))]
+	s.busy = true
+	return s
 }
 
 func (inj *injector) record(f Fault) {

@@ -99,6 +99,8 @@ type phaseResult struct {
 	pgDown    time.Duration
 	targets   []string // the mode's targets this phase missed
 	nWorkers  int
+	// refusedStarts counts worker starts refused while PostgreSQL restarted.
+	refusedStarts int
 }
 
 func (r *phaseResult) failed() bool {
@@ -240,7 +242,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	res.harness = append(res.harness, inj.stopWorkers()...)
 	res.leaseLost = inj.countLogLines(`"msg":"lease lost`)
 	res.faults = inj.faultList()
-	res.stopFor, res.pgDown = inj.stopFor, inj.pgDown
+	res.stopFor, res.pgDown, res.refusedStarts = inj.stopFor, inj.pgDown, inj.refusedStarts
 
 	in := Input{
 		Notifications: w.notificationList(),

@@ -48,7 +48,7 @@ func printPhase(out io.Writer, r *phaseResult) {
 		r.plan.driver, r.elapsed.Round(time.Second), r.chaos.Round(time.Second), count(faultKill), count(faultStop),
 		r.stopFor.Round(100*time.Millisecond), count(faultAPIKill), count(faultPGRestart))
 	if r.pgDown > 0 {
-		fmt.Fprintf(out, " (down %s)", r.pgDown.Round(100*time.Millisecond))
+		fmt.Fprintf(out, " (down %s; %d worker starts refused meanwhile)", r.pgDown.Round(100*time.Millisecond), r.refusedStarts)
 	}
 	fmt.Fprintf(out, "; quiescence %s\n", r.quiesce.Round(100*time.Millisecond))
 
