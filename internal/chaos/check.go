@@ -117,14 +117,19 @@ func (f *Fault) interruptsSends() bool {
 
 // Limits are the engine settings the checker's bounds follow from.
 type Limits struct {
-	// InFlight is the most requests one fault can have in flight on one
-	// transport without the provider having read them whole: every run of
-	// every process it stops (engine.workers × concurrentSends; a PostgreSQL
-	// restart counts every worker process).
-	InFlight   int
-	PGInFlight int
-	// SendTimeout bounds a request from its mark to its end.
+	// InFlight is the most submissions one killed worker can leave marked
+	// and unreceived on one transport: each of its runs marks at most
+	// concurrentSends pairs not yet finished (engine.workers ×
+	// concurrentSends). AllInFlight is the same for every worker at once: a
+	// PostgreSQL restart, or a SIGSTOP that holds SQLite's write lock, can
+	// keep every worker from recording.
+	InFlight    int
+	AllInFlight int
+	// SendTimeout bounds a request from its mark to its end; Lease bounds
+	// how long after its mark a run can still record it (after that its
+	// pairs are recovered).
 	SendTimeout time.Duration
+	Lease       time.Duration
 	// Workers is how many worker processes ran (for the window's prediction);
 	// Chaos how long faults were injected.
 	Workers int
@@ -181,7 +186,7 @@ const (
 	vUncounted       = "received more often than counted"
 	vNeverUnmarked   = "never received, not ambiguous"
 	vUnattributed    = "never received, no fault to explain it"
-	vInFlight        = "never received beyond what was in flight"
+	vInFlight        = "never received beyond what the faults had in flight"
 	vDedup           = "one key, several notifications"
 	vConflict        = "same body refused"
 	vNotAcknowledged = "never acknowledged"
@@ -339,16 +344,8 @@ func Check(in Input) *Result {
 		}
 	}
 	slices.SortStableFunc(faults, func(a, b int) int { return in.Faults[a].At.Compare(in.Faults[b].At) })
-	perFault := map[int]map[string]int{}
-	// faultIn returns the first fault in [from, to], or -1.
-	faultIn := func(from, to time.Time) int {
-		for _, i := range faults {
-			if at := in.Faults[i].At; !at.Before(from) && !at.After(to) {
-				return i
-			}
-		}
-		return -1
-	}
+	var unreceived []unreceivedSubmission
+	okPairs := map[int]*Row{} // pairs counted ok, by index: a submission no fault explains takes it back
 
 	matched := map[pairKey]bool{}
 	for i := range in.Pairs {
@@ -448,26 +445,19 @@ func Check(in Input) *Result {
 			r.NeverReceived += missing
 			res.NeverReceived += missing
 			for _, m := range unreceivedMarks(p, rs, missing, in.Limits.SendTimeout) {
-				f := -1
-				if !m.IsZero() {
-					f = faultIn(m.Add(-attributionSlack), m.Add(in.Limits.SendTimeout+attributionSlack))
+				u := unreceivedSubmission{pair: i, transport: p.Transport,
+					detail: fmt.Sprintf("%s: marked (first %s, last %s), receipts %s", name,
+						p.FirstSentAt.Format(time.RFC3339Nano), p.LastSentAt.Format(time.RFC3339Nano), receiptTimes(rs))}
+				// The run that marked it stopped recording before its lease
+				// ended: the fault came after the mark, within a lease. A
+				// mark between the first and the last is not in the ledger,
+				// only that it lies between them.
+				from, to := m, m
+				if m.IsZero() {
+					from, to = p.FirstSentAt, p.LastSentAt
 				}
-				if f < 0 {
-					// A mark between the first and the last: its time is not
-					// in the ledger, only that it lies between them.
-					f = faultIn(p.FirstSentAt.Add(-attributionSlack), p.LastSentAt.Add(in.Limits.SendTimeout+attributionSlack))
-				}
-				if f < 0 {
-					bad = true
-					violate(vUnattributed, "%s: a submission never reached the provider, and no fault came within %s of its marks (first %s, last %s; receipts %s)",
-						name, in.Limits.SendTimeout+attributionSlack, p.FirstSentAt.Format(time.RFC3339Nano),
-						p.LastSentAt.Format(time.RFC3339Nano), receiptTimes(rs))
-					continue
-				}
-				if perFault[f] == nil {
-					perFault[f] = map[string]int{}
-				}
-				perFault[f][p.Transport]++
+				u.from, u.to = from.Add(-attributionSlack), to.Add(in.Limits.Lease+attributionSlack)
+				unreceived = append(unreceived, u)
 			}
 		}
 
@@ -480,6 +470,7 @@ func Check(in Input) *Result {
 		}
 		if !bad {
 			r.OK++
+			okPairs[i] = r
 		}
 	}
 
@@ -492,22 +483,42 @@ func Check(in Input) *Result {
 		}
 	}
 
-	// Never-received submissions per fault, against what it could have had in flight.
-	for _, f := range faults {
-		per := perFault[f]
-		if per == nil {
+	// Never-received submissions, against what the faults near them could
+	// have had in flight.
+	capacity := func(f int) int {
+		if in.Faults[f].Kind == faultKill {
+			return in.Limits.InFlight
+		}
+		return in.Limits.AllInFlight
+	}
+	perFault := map[int]map[string]int{}
+	for _, u := range assignToFaults(unreceived, in.Faults, faults, capacity) {
+		if u.fault >= 0 {
+			if perFault[u.fault] == nil {
+				perFault[u.fault] = map[string]int{}
+			}
+			perFault[u.fault][u.transport]++
 			continue
 		}
-		res.PerFault = append(res.PerFault, FaultCount{Fault: f, NeverReceived: per})
-		bound := in.Limits.InFlight
-		if in.Faults[f].Kind == faultPGRestart {
-			bound = in.Limits.PGInFlight
+		if r := okPairs[u.pair]; r != nil {
+			r.OK--
+			delete(okPairs, u.pair)
 		}
-		for _, t := range sortedKeys(per) {
-			if per[t] > bound {
-				violate(vInFlight, "%s of %s at %s: %d %s submissions never received, at most %d can be in flight",
-					in.Faults[f].Kind, in.Faults[f].Target, in.Faults[f].At.Format(time.RFC3339Nano), per[t], t, bound)
-			}
+		near := false
+		for _, f := range faults {
+			near = near || (!in.Faults[f].At.Before(u.from) && !in.Faults[f].At.After(u.to))
+		}
+		if near {
+			violate(vInFlight, "%s: every fault within a lease of its mark already had as many never-received %s submissions as it could have in flight",
+				u.detail, u.transport)
+		} else {
+			violate(vUnattributed, "%s: a submission never reached the provider, and no worker kill, SIGSTOP or PostgreSQL restart came within a lease (%s) of its mark",
+				u.detail, in.Limits.Lease)
+		}
+	}
+	for _, f := range faults {
+		if per := perFault[f]; per != nil {
+			res.PerFault = append(res.PerFault, FaultCount{Fault: f, NeverReceived: per})
 		}
 	}
 
@@ -525,6 +536,60 @@ func Check(in Input) *Result {
 		res.Rows = append(res.Rows, r)
 	}
 	return res
+}
+
+// unreceivedSubmission is a submission the ledger counted and the provider
+// never read: the run that marked it stopped (killed, frozen, or unable to
+// reach its database) between its mark and its record, so some fault lies
+// in [from, to].
+type unreceivedSubmission struct {
+	pair      int // index into Input.Pairs
+	transport string
+	from, to  time.Time
+	detail    string
+	fault     int // the fault it is charged to; -1: none can take it
+}
+
+// assignToFaults charges each unreceived submission to a fault of its
+// interval, no fault taking more of one transport than its capacity. It is
+// a matching on intervals, and the greedy one is optimal (Glover): the
+// faults in time order, each taking, among the submissions whose interval
+// has begun, those whose interval ends first. A submission it cannot place
+// has no feasible explanation, whatever the assignment.
+func assignToFaults(us []unreceivedSubmission, faults []Fault, order []int, capacity func(int) int) []unreceivedSubmission {
+	byTransport := map[string][]int{}
+	for i := range us {
+		us[i].fault = -1
+		byTransport[us[i].transport] = append(byTransport[us[i].transport], i)
+	}
+	for _, idx := range byTransport {
+		slices.SortFunc(idx, func(a, b int) int { return us[a].from.Compare(us[b].from) })
+		var open []int // begun, not yet charged; kept sorted by end
+		next := 0
+		for _, f := range order {
+			at := faults[f].At
+			for next < len(idx) && !us[idx[next]].from.After(at) {
+				open = append(open, idx[next])
+				next++
+			}
+			slices.SortFunc(open, func(a, b int) int { return us[a].to.Compare(us[b].to) })
+			kept := open[:0]
+			taken := 0
+			for _, u := range open {
+				switch {
+				case us[u].to.Before(at):
+					// Ended before this fault: no later fault can take it either.
+				case taken < capacity(f):
+					us[u].fault = f
+					taken++
+				default:
+					kept = append(kept, u)
+				}
+			}
+			open = kept
+		}
+	}
+	return us
 }
 
 // unreceivedMarks returns the mark times of a pair's submissions that the

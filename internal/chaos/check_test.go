@@ -25,7 +25,7 @@ type world struct {
 }
 
 func newWorld() *world {
-	return &world{in: Input{Limits: Limits{InFlight: 4, PGInFlight: 8, SendTimeout: 2 * time.Second, Workers: 2, Chaos: 10 * time.Second}}}
+	return &world{in: Input{Limits: Limits{InFlight: 4, AllInFlight: 8, SendTimeout: 2 * time.Second, Lease: 6 * time.Second, Workers: 2, Chaos: 10 * time.Second}}}
 }
 
 // notify adds an acknowledged notification and one final delivery ("sent")
@@ -374,7 +374,8 @@ func TestCheckSubmissions(t *testing.T) {
 	t.Run("never received, no fault", func(t *testing.T) {
 		w := newWorld()
 		neverReceived(w, "a", 1000, 1)
-		w.fault(faultKill, 5000)    // too late to have interrupted it
+		w.fault(faultKill, -500)    // before the mark
+		w.fault(faultKill, 9000)    // past the lease: the run would have recorded by then
 		w.fault(faultAPIKill, 1100) // the API sends nothing
 		expect(t, Check(w.in), map[string]int{vUnattributed: 1})
 	})
@@ -403,6 +404,36 @@ func TestCheckSubmissions(t *testing.T) {
 			neverReceived(w, fmt.Sprint("k", i), 1000+i, 1)
 		}
 		w.fault(faultKill, 1100)
+		expect(t, Check(w.in), nil)
+	})
+	t.Run("two faults within the lease share them", func(t *testing.T) {
+		w := newWorld()
+		for i := range 5 {
+			neverReceived(w, fmt.Sprint("k", i), 1000+i, 1)
+		}
+		w.fault(faultKill, 1100)
+		w.fault(faultKill, 4000)
+		r := Check(w.in)
+		expect(t, r, nil)
+		if len(r.PerFault) != 2 || r.PerFault[0].NeverReceived["fcm"] != 4 || r.PerFault[1].NeverReceived["fcm"] != 1 {
+			t.Errorf("per fault %+v, want 4 and 1", r.PerFault)
+		}
+	})
+	t.Run("a stop can leave every worker's submissions", func(t *testing.T) {
+		w := newWorld()
+		for i := range 8 { // AllInFlight is 8
+			neverReceived(w, fmt.Sprint("k", i), 1000+i, 1)
+		}
+		w.fault(faultStop, 1100)
+		expect(t, Check(w.in), nil)
+	})
+	t.Run("each fault takes those whose lease ends first", func(t *testing.T) {
+		w := newWorld()
+		w.in.Limits.InFlight = 1
+		neverReceived(w, "early", 0, 1)   // only the first kill is within its lease
+		neverReceived(w, "late", 5000, 1) // both are
+		w.fault(faultKill, 6000)
+		w.fault(faultKill, 9000)
 		expect(t, Check(w.in), nil)
 	})
 	t.Run("a resend: the first submission is the one never received", func(t *testing.T) {

@@ -26,17 +26,19 @@ type injector struct {
 	pg       *cluster // nil: no PostgreSQL restart
 	database string
 	cfg      string
+	owners   map[string]string // token, as the fake records it → recipient
 
 	start time.Time // when the faults began
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	slots   []*slot
-	faults  []Fault
-	workers []*proc // every worker process started, for their logs
-	harnErr []Violation
-	stopFor time.Duration
-	pgDown  time.Duration
+	mu          sync.Mutex
+	rng         *rand.Rand
+	slots       []*slot
+	faults      []Fault
+	workers     []*proc // every worker process started, for their logs
+	harnErr     []Violation
+	stopFor     time.Duration
+	stopStalled bool // the stopped worker held every other process up
+	pgDown      time.Duration
 	// refusedStarts counts worker starts that exited at once, their
 	// database unreachable (a PostgreSQL restart).
 	refusedStarts int
@@ -159,7 +161,7 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 	var err error
 	for {
 		elapsed := time.Since(start)
-		met := int(w.received.Load()) >= inj.p.minSends && inj.count(faultKill) >= inj.p.minKills
+		met := int(w.requests.Load()) >= inj.p.minSends && inj.count(faultKill) >= inj.p.minKills
 		if elapsed >= inj.p.maxChaos || (elapsed >= inj.p.chaos && met) {
 			break
 		}
@@ -276,19 +278,22 @@ func (inj *injector) stopWorker(ctx context.Context) error {
 	stopped := time.Now()
 	// At least the lease and two seconds: what is being tested is a worker
 	// that wakes after its lease expired. Then, awaited (at most
-	// stopRecoveryWait more): another worker sending one of the requests the
-	// fake held for the stopped one again, a sign that its work was
-	// recovered while it could not know (resend policy; at-most-once ones are
-	// never sent again).
+	// stopRecoveryWait more): the ledger showing that another run took over
+	// one of the pairs the fake held for the stopped one (no longer
+	// "sending"), so that its work was recovered while it could not know.
 	wctx := context.WithoutCancel(ctx)
 	_ = sleep(wctx, engineLease+2*time.Second)
-	if err := inj.awaitResend(wctx, held, stopped.Add(engineLease+stopRecoveryWait)); err != nil {
+	stalled, err := inj.awaitRecovered(wctx, held, stopped.Add(engineLease+stopRecoveryWait))
+	if err != nil {
 		_ = s.proc.signal(syscall.SIGCONT)
 		return err
 	}
 	err = s.proc.signal(syscall.SIGCONT)
+	if inj.h.o.verbose {
+		fmt.Printf("chaos: %s: SIGCONT %s at %s, stalled %v\n", inj.p.driver, s.proc, time.Now().UTC().Format("15:04:05.000000"), stalled)
+	}
 	inj.mu.Lock()
-	inj.stopFor = time.Since(stopped)
+	inj.stopFor, inj.stopStalled = time.Since(stopped), stalled
 	s.busy = false
 	inj.mu.Unlock()
 	return err
@@ -298,34 +303,53 @@ func (inj *injector) stopWorker(ctx context.Context) error {
 // while the harness waits for its work to be sent by another.
 const stopRecoveryWait = 20 * time.Second
 
-// awaitResend polls the fake's record, from the highest of held on, until a
-// request for one of held's pairs arrives again, or until the deadline.
-func (inj *injector) awaitResend(ctx context.Context, held []Receipt, deadline time.Time) error {
-	type key struct{ id, transport, token string }
-	want := map[key]bool{}
-	var after int64
-	for _, r := range held {
-		want[key{r.NotificationID, r.Transport, r.Token}] = true
-		after = max(after, r.Seq)
+// stallQuiet is how long no request at all reaches the fake before the
+// harness takes a stopped worker to be holding everyone up: stopped inside
+// a SQLite write transaction, it holds the file's write lock, and no other
+// process can claim or record until it runs again.
+const stallQuiet = 3 * time.Second
+
+// awaitRecovered polls the ledger of held's pairs until one of them is no
+// longer "sending" (another run recovered it), or until the deadline, or
+// until no request at all has reached the fake for stallQuiet (it then
+// reports the stall: nobody can recover anything).
+func (inj *injector) awaitRecovered(ctx context.Context, held []Receipt, deadline time.Time) (stalled bool, err error) {
+	st, err := inj.fake.stats(ctx)
+	if err != nil {
+		return false, err
 	}
+	received, lastArrival := st.Received, time.Now()
 	for time.Now().Before(deadline) {
-		page, err := inj.fake.receivedAfter(ctx, after)
-		if err != nil {
-			return err
-		}
-		for _, r := range page {
-			if want[key{r.NotificationID, r.Transport, r.Token}] {
-				return nil
+		for _, r := range held {
+			recipient := inj.owners[r.Token]
+			ds, err := inj.api.recipientDeliveries(ctx, recipient)
+			if err != nil {
+				return false, err
 			}
-			after = r.Seq
-		}
-		if len(page) == 0 {
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
-				return err
+			for _, d := range ds {
+				if d.OncepushID != r.NotificationID {
+					continue
+				}
+				for _, at := range d.Devices {
+					if at.Transport == r.Transport && at.State != "sending" {
+						return false, nil
+					}
+				}
 			}
+		}
+		if st, err = inj.fake.stats(ctx); err != nil {
+			return false, err
+		}
+		if st.Received != received {
+			received, lastArrival = st.Received, time.Now()
+		} else if time.Since(lastArrival) > stallQuiet {
+			return true, nil
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // perTransport counts receipts per transport.
@@ -416,7 +440,8 @@ func (inj *injector) record(f Fault) {
 	inj.faults = append(inj.faults, f)
 	inj.mu.Unlock()
 	if inj.h.o.verbose {
-		fmt.Printf("chaos: %s: %s %s at +%s, held %v\n", inj.p.driver, f.Kind, f.Target, f.At.Sub(inj.start).Round(time.Millisecond), f.Held)
+		fmt.Printf("chaos: %s: %s %s at %s (+%s), held %v\n", inj.p.driver, f.Kind, f.Target, f.At.UTC().Format("15:04:05.000000"),
+			f.At.Sub(inj.start).Round(time.Millisecond), f.Held)
 	}
 }
 

@@ -68,11 +68,15 @@ func (h *harness) plan(driver string, i int) plan {
 	if p.minSends > 0 || p.minKills > 0 {
 		p.maxChaos = 2 * p.chaos
 	}
+	// The backlog: twice what the workers' runs hold at once (a batch of
+	// deliveries of about two devices each), so that no run waits for work
+	// and a delivery waits about two batches for its claim.
+	p.backlog = 2 * h.o.workers * engineWorkers * engineBatchSize * 2
 	if h.o.long {
-		p.recipients, p.backlog, p.quiesce = 1500, 1500, 5*time.Minute
+		p.recipients, p.quiesce = 1500, 5*time.Minute
 		p.apiKills = 3
 	} else {
-		p.recipients, p.backlog, p.quiesce = 200, 600, 2*time.Minute
+		p.recipients, p.quiesce = 200, 2*time.Minute
 	}
 	if driver == "postgres" {
 		if h.o.pgRestart {
@@ -101,6 +105,7 @@ type phaseResult struct {
 	nWorkers  int
 	// refusedStarts counts worker starts refused while PostgreSQL restarted.
 	refusedStarts int
+	stopStalled   bool
 }
 
 func (r *phaseResult) failed() bool {
@@ -186,7 +191,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.driver, len(w.recipients), len(w.tokens), w.dead)
 
-	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg,
+	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners,
 		rng: rand.New(rand.NewPCG(p.seed, 0xfa17))}
 	for i := range h.o.workers {
 		if err := inj.startWorker(ctx, i); err != nil {
@@ -242,7 +247,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	res.harness = append(res.harness, inj.stopWorkers()...)
 	res.leaseLost = inj.countLogLines(`"msg":"lease lost`)
 	res.faults = inj.faultList()
-	res.stopFor, res.pgDown, res.refusedStarts = inj.stopFor, inj.pgDown, inj.refusedStarts
+	res.stopFor, res.stopStalled, res.pgDown, res.refusedStarts = inj.stopFor, inj.stopStalled, inj.pgDown, inj.refusedStarts
 
 	in := Input{
 		Notifications: w.notificationList(),
@@ -250,8 +255,9 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		Faults:        res.faults,
 		Limits: Limits{
 			InFlight:    engineWorkers * engineConcurrentSends,
-			PGInFlight:  h.o.workers * engineWorkers * engineConcurrentSends,
+			AllInFlight: h.o.workers * engineWorkers * engineConcurrentSends,
 			SendTimeout: engineSendTimeout,
+			Lease:       engineLease,
 			Workers:     h.o.workers,
 			Chaos:       res.chaos,
 		},

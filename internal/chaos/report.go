@@ -51,6 +51,9 @@ func printPhase(out io.Writer, r *phaseResult) {
 		fmt.Fprintf(out, " (down %s; %d worker starts refused meanwhile)", r.pgDown.Round(100*time.Millisecond), r.refusedStarts)
 	}
 	fmt.Fprintf(out, "; quiescence %s\n", r.quiesce.Round(100*time.Millisecond))
+	if r.stopStalled {
+		fmt.Fprintf(out, "  the SIGSTOP landed inside a write transaction: no request reached the provider for %s, and the worker was let go early\n", stallQuiet)
+	}
 
 	held, maxHeld, withHeld := 0, 0, 0
 	for _, f := range r.faults {
@@ -80,7 +83,7 @@ func printPhase(out io.Writer, r *phaseResult) {
 				most = max(most, n)
 			}
 		}
-		fmt.Fprintf(out, ", attributed to %d faults, at most %d per fault and transport (in flight at most %d)",
+		fmt.Fprintf(out, ", charged to %d faults, at most %d per fault and transport (a killed worker can have %d in flight)",
 			len(c.PerFault), most, engineWorkers*engineConcurrentSends)
 	}
 	fmt.Fprintln(out)
@@ -118,6 +121,15 @@ func printPhase(out io.Writer, r *phaseResult) {
 	fmt.Fprintf(out, "  VIOLATIONS (seed %d):\n", r.plan.seed)
 	for _, v := range vs {
 		fmt.Fprintf(out, "    %s: %s\n", v.Kind, strings.TrimSpace(v.Detail))
+	}
+	fmt.Fprintln(out, "  the faults, for the evidence:")
+	printFaults(out, r.faults, "    ")
+}
+
+// printFaults lists faults with their times and what the fake held.
+func printFaults(out io.Writer, faults []Fault, indent string) {
+	for _, f := range faults {
+		fmt.Fprintf(out, "%s%s %s %s, held %v\n", indent, f.At.UTC().Format("15:04:05.000000"), f.Kind, f.Target, f.Held)
 	}
 }
 
