@@ -83,7 +83,7 @@ func printPhase(out io.Writer, r *phaseResult) {
 				most = max(most, n)
 			}
 		}
-		fmt.Fprintf(out, ", charged to %d faults, at most %d per fault and transport (a killed worker can have %d in flight)",
+		fmt.Fprintf(out, ", charged to %d of the faults, at most %d per fault and transport (a killed worker can have %d in flight)",
 			len(c.PerFault), most, engineWorkers*engineConcurrentSends)
 	}
 	fmt.Fprintln(out)
