@@ -212,6 +212,11 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	err = inj.run(ctx, w)
 	res.chaos = time.Since(chaosStart)
 	stopLoad()
+	if err != nil {
+		// POSTs retry until drained (postCtx); after a failed fault, such
+		// as an API that did not start again, nothing would drain them.
+		w.cancel()
+	}
 	loadWG.Wait()
 	if err != nil {
 		return nil, err
