@@ -199,7 +199,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Driver, error) {
 	}
 	db.SetMaxOpenConns(o.MaxConns)
 	db.SetMaxIdleConns(o.MaxConns)
-	if err := checkDB(ctx, db, abs, !o.SkipQuickCheck); err != nil {
+	if err := checkDB(ctx, db, abs, !o.SkipQuickCheck, o.BusyTimeout); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func checkPath(path string) error {
 // checkDB opens the first connection (which applies the DSN's pragmas) and
 // checks that the file is a database the process can write and, when
 // quickCheck, that PRAGMA quick_check finds it healthy.
-func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool) error {
+func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool, busy time.Duration) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return openError(path, err)
@@ -284,13 +284,35 @@ func checkDB(ctx context.Context, db *sql.DB, path string, quickCheck bool) erro
 			return fmt.Errorf("%w: %s fails PRAGMA quick_check: %s", ErrCorrupt, path, strings.Join(problems, "; "))
 		}
 	}
-	// The write lock, taken and given back: proves the -wal and -shm files can
-	// be written without changing the database.
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return openError(path, err)
+	return openError(path, probeWriteLock(ctx, conn, busy))
+}
+
+// probeWriteLock takes the write lock and gives it back at once, without
+// waiting for it: proof that the -wal and -shm files can be written, without
+// changing the database. SQLITE_BUSY proves it as well: another connection
+// holds the lock, which only a connection sharing the -shm file's locks can
+// see (one that cannot write it fails with SQLITE_READONLY). Waiting for the
+// lock instead would keep a process from starting while others write
+// without pause: busy waiters poll, and a newcomer can lose every turn for
+// minutes. conn goes back to the pool with its busy timeout as it was.
+func probeWriteLock(ctx context.Context, conn *sql.Conn, busy time.Duration) error {
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return err
 	}
-	return openError(path, tx.Rollback())
+	var err error
+	if tx, berr := conn.BeginTx(ctx, nil); berr == nil {
+		err = tx.Rollback()
+	} else if !isBusy(berr) {
+		err = berr
+	}
+	_, rerr := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busy.Milliseconds()))
+	return errors.Join(err, rerr)
+}
+
+// isBusy reports whether err is SQLite's "another connection holds the lock".
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY)
 }
 
 // openError classifies SQLite's errors at open into the package's sentinels.
@@ -472,6 +494,11 @@ func (d *Driver) Migrate(ctx context.Context) (*driver.MigrateResult, error) {
 func (l *migrations) migrate(ctx context.Context, d *Driver) (*driver.MigrateResult, error) {
 	if err := d.checkHandle(ctx); err != nil {
 		return nil, err
+	}
+	// Up to date (every start after the first): nothing to write, so no write
+	// lock to wait for, which other processes may hold back to back.
+	if current, latest, err := l.version(ctx, d.db); err == nil && current == latest {
+		return &driver.MigrateResult{Version: latest}, nil
 	}
 	return l.Migrate(ctx, l.inTx(ctx, d))
 }

@@ -686,3 +686,43 @@ func TestOpenHonoursItsContext(t *testing.T) {
 		t.Fatalf("Open with a cancelled context: %v, want an error wrapping context.Canceled", err)
 	}
 }
+
+// TestStartWhileAnotherHoldsTheWriteLock: a process starting against a
+// migrated file while another holds the write lock (a writer that does not
+// pause, a stopped process inside a transaction) opens it and finds both
+// schemas up to date without waiting for the lock: starting takes none.
+// Before, Open probed the lock and Migrate took it once per migration, each
+// failing with SQLITE_BUSY once the busy timeout passed.
+func TestStartWhileAnotherHoldsTheWriteLock(t *testing.T) {
+	t.Parallel()
+	path, drv := migrated(t)
+	if _, err := drv.ServerStore().Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holder := rawDB(t, path)
+	tx, err := holder.BeginTx(t.Context(), nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// A minute: a test that passed by outwaiting the lock would time out
+	// instead; one that fails fails at once on the broken code's first BUSY.
+	busy := time.Minute
+	if _, err := tx.Exec(`CREATE TABLE held (x)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), busy/2)
+	defer cancel()
+	second, err := sqlite.Open(ctx, path, &sqlite.Options{BusyTimeout: busy})
+	if err != nil {
+		t.Fatalf("Open while the write lock is held: %v", err)
+	}
+	defer second.Close()
+	n := latestVersion(t)
+	if res, err := second.Migrate(ctx); err != nil || len(res.Applied) != 0 || res.Version != n {
+		t.Fatalf("Migrate while the write lock is held = %+v, %v; want version %d, nothing applied", res, err, n)
+	}
+	if _, err := second.ServerStore().Migrate(ctx); err != nil {
+		t.Fatalf("server Migrate while the write lock is held: %v", err)
+	}
+}
