@@ -23,7 +23,6 @@ var openRoutes = []string{"GET /healthz", "GET /readyz", "GET /openapi.json", "G
 // nothing is written or sent; then a key with exactly the route's scope gets
 // past the check.
 func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		fcmTok := e.token(oncepush.TransportFCM)
 		e.putDevice("u_1", obj{"transport": "fcm", "token": fcmTok, "session": "s_1"})

@@ -24,7 +24,6 @@ func (e *env) devices(recipient string) []server.DeviceView {
 }
 
 func TestRegisterAndListDevices(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		tok := e.token(oncepush.TransportFCM)
 		d := e.putDevice("u_1", obj{
@@ -77,7 +76,6 @@ func TestRegisterAndListDevices(t *testing.T) {
 }
 
 func TestRecipientKeepsTenDevices(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		var first server.DeviceView
 		for i := range 12 {
@@ -100,7 +98,6 @@ func TestRecipientKeepsTenDevices(t *testing.T) {
 }
 
 func TestTokenMovesToItsNewOwner(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		tok := e.token(oncepush.TransportFCM)
 		old := e.putDevice("u_a", obj{"transport": "fcm", "token": tok})
@@ -123,7 +120,6 @@ func TestTokenMovesToItsNewOwner(t *testing.T) {
 }
 
 func TestUnregisterDevice(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		fcmTok := e.token(oncepush.TransportFCM)
 		webTok := e.token(oncepush.TransportWebPush)
@@ -156,7 +152,6 @@ func TestUnregisterDevice(t *testing.T) {
 }
 
 func TestRevokeSession(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, obj{"session": "sess_old"})
 		keep := e.register("u_1", oncepush.TransportAPNs, obj{"session": "sess_other"})
@@ -184,7 +179,6 @@ func TestRevokeSession(t *testing.T) {
 }
 
 func TestDeleteRecipient(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_gone", oncepush.TransportFCM, nil)
 		e.register("u_gone", oncepush.TransportWebPush, nil)
@@ -225,7 +219,6 @@ func TestDeleteRecipient(t *testing.T) {
 }
 
 func TestRecipientIdsAreEscapedInPaths(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		const id = "team/42 ü"
 		escaped := url.PathEscape(id)

@@ -148,9 +148,11 @@ type env struct {
 	seq     atomic.Int64
 }
 
-// each runs fn on a fresh server on SQLite and on PostgreSQL, in parallel.
+// each runs fn on a fresh server on SQLite and on PostgreSQL, in parallel,
+// the test itself in parallel with others.
 func each(t *testing.T, o envOptions, fn func(t *testing.T, e *env)) {
 	t.Helper()
+	t.Parallel()
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()

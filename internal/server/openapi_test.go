@@ -123,7 +123,6 @@ func TestProblemCodesAreDocumented(t *testing.T) {
 // key, a secured one answers 401 (so the route exists and is guarded), an
 // open one answers 200.
 func TestEveryOperationIsServed(t *testing.T) {
-	t.Parallel()
 	s := mustSpec(t)
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		for _, op := range s.Operations() {

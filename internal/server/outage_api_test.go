@@ -45,7 +45,6 @@ func validRequests(e *env, id int64) map[string]struct {
 // with a key the server has already checked (so the handlers themselves meet
 // the database). After a PostgreSQL restart, the same requests succeed.
 func TestDatabaseOutageAnswers503OnEveryRoute(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		id := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Exists"}).ID
 		reqs := validRequests(e, id)

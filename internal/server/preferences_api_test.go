@@ -11,7 +11,6 @@ import (
 )
 
 func TestPreferencesRoundTrip(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		p := e.preferences("u_1")
 		if p.OptOut == nil || len(p.OptOut) != 0 || p.QuietHours != nil {
@@ -42,7 +41,6 @@ func TestPreferencesRoundTrip(t *testing.T) {
 }
 
 func TestOptedOutCategoryIsSkipped(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		e.putPreferences("u_1", obj{"optOut": []string{"marketing"}})
@@ -77,7 +75,6 @@ func categories(subs []oncepush.Submission) []string {
 }
 
 func TestQuietHoursDelayToTheirEnd(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_quiet", oncepush.TransportAPNs, nil)
 		e.register("u_awake", oncepush.TransportAPNs, nil)
@@ -112,7 +109,6 @@ func TestQuietHoursDelayToTheirEnd(t *testing.T) {
 }
 
 func TestQuietHoursPastTheLifetimeExpire(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		// 10:00 in Zurich, quiet until 11:00; the notification lives 30 minutes.

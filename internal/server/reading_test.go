@@ -15,7 +15,6 @@ import (
 )
 
 func TestNotificationWithCountsAndLedger(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		okDev := e.register("u_ok", oncepush.TransportFCM, nil)
 		ambDev := e.register("u_amb", oncepush.TransportAPNs, nil)
@@ -95,7 +94,6 @@ func TestNotificationWithCountsAndLedger(t *testing.T) {
 }
 
 func TestRetryIsVisiblePending(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		e.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 UNAVAILABLE: try later", RetryAfter: time.Minute})
@@ -114,7 +112,6 @@ func TestRetryIsVisiblePending(t *testing.T) {
 }
 
 func TestDeliveriesPagination(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		recipients := []string{"u_1", "u_2", "u_3", "u_4", "u_5"}
 		a := e.send(e.admin, obj{"recipients": recipients, "title": "Hello"})
@@ -168,7 +165,6 @@ func TestDeliveriesPagination(t *testing.T) {
 }
 
 func TestRecipientHistory(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_h", oncepush.TransportFCM, nil)
 		var sent []int64
@@ -212,7 +208,6 @@ func TestRecipientHistory(t *testing.T) {
 }
 
 func TestUnknownNotification(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.do("GET", "/v1/notifications/999999", e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
 		e.do("GET", "/v1/notifications/999999/deliveries", e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
@@ -220,7 +215,6 @@ func TestUnknownNotification(t *testing.T) {
 }
 
 func TestScheduledNotification(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportRuStore, nil)
 		at := epoch.Add(90 * time.Minute)
@@ -245,7 +239,6 @@ func TestScheduledNotification(t *testing.T) {
 // TestLargestPage: the documented maximum page size is served (the server asks
 // the library for one row more, to know whether there is a next page).
 func TestLargestPage(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		a := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2"}, "title": "t"})
 		e.do("GET", fmt.Sprintf("/v1/notifications/%d/deliveries?limit=1000", a.ID), e.admin, nil).want(t, http.StatusOK)

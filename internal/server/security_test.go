@@ -20,7 +20,6 @@ import (
 // changes that recipient's devices and history only, whatever its id holds —
 // SQL wildcards, path separators, case, a forged cursor.
 func TestRequestsStayWithTheirRecipient(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		victimTok := e.token(oncepush.TransportFCM)
 		e.putDevice("u_1", obj{"transport": "fcm", "token": victimTok})
@@ -66,7 +65,6 @@ func TestRequestsStayWithTheirRecipient(t *testing.T) {
 // its write-ahead log — and a key whose hash is known but not its secret
 // (a database dump) opens nothing.
 func TestAPIKeysAreStoredAsHashes(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		key := e.key(apikey.ScopeRead)
 		secret := key[len("opk_")+9:]
@@ -109,7 +107,6 @@ func TestAPIKeysAreStoredAsHashes(t *testing.T) {
 // never a recipient, a token, a key, a path as requested. Problem answers
 // to 401, 404 and 405: the documented fields, nothing from inside.
 func TestOpenEndpointsRevealLittle(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		const who = "u_metrics_canary_5e4d"
 		tok := e.token(oncepush.TransportFCM)
@@ -179,7 +176,6 @@ func TestOpenEndpointsRevealLittle(t *testing.T) {
 // by sending its method and body to another route (DELETE
 // /v1/recipients/../devices became DELETE /v1/devices).
 func TestUncleanPathsAreNotRedirected(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		tok := e.token(oncepush.TransportFCM)
 		e.do("PUT", "/v1/recipients/u_1/devices", e.admin, obj{"transport": "fcm", "token": tok}).want(t, http.StatusOK)
@@ -207,7 +203,6 @@ func TestUncleanPathsAreNotRedirected(t *testing.T) {
 // parameter: http.ServeMux routes such a path nowhere (a 404 for an
 // operation the document describes). A slash within a value is routed.
 func TestLoneSlashParameterIsNamed(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		before := e.rows()
 		for _, c := range []struct{ method, path, field string }{

@@ -93,7 +93,6 @@ func checkOneNotification(t *testing.T, e *env, answers []server.SendAnswer, rec
 }
 
 func TestConcurrentDuplicatePostsQueueOnce(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		recipients := []string{"u_1", "u_2", "u_3"}
 		for _, r := range recipients {
@@ -114,7 +113,6 @@ func TestConcurrentDuplicatePostsQueueOnce(t *testing.T) {
 }
 
 func TestIdempotencyKeyHeader(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		recipients := []string{"u_1", "u_2"}
 		for _, r := range recipients {
@@ -147,7 +145,6 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 }
 
 func TestIdempotencyConflict(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		first := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello", "dedupeKey": "k-1"})
@@ -187,7 +184,6 @@ func TestIdempotencyConflict(t *testing.T) {
 // body refused and the same body replayed; once the delivery is sent and its
 // retention has passed, key and record are free together.
 func TestIdempotencyKeyHeldWhileScheduled(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		e.register("u_1", oncepush.TransportFCM, nil)
 		at := epoch.Add(8 * 24 * time.Hour)
@@ -223,7 +219,6 @@ func TestIdempotencyKeyHeldWhileScheduled(t *testing.T) {
 }
 
 func TestRecipientsListedTwiceAreDuplicates(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		a := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2", "u_1"}, "body": "Two of you"})
 		if a.Queued != 2 || a.Duplicates != 1 || a.Duplicate {
@@ -236,7 +231,6 @@ func TestRecipientsListedTwiceAreDuplicates(t *testing.T) {
 }
 
 func TestConcurrentConflictingBodies(t *testing.T) {
-	t.Parallel()
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		bodies := []obj{
 			{"recipients": []string{"u_1", "u_2"}, "title": "Version A", "dedupeKey": "race"},
