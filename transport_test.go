@@ -2,7 +2,6 @@ package oncepush_test
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -58,14 +57,7 @@ func TestBuiltinTransportsAreOneTable(t *testing.T) {
 // transport refuses, and the canonical form and key of what it takes.
 func TestBuiltinTokenRules(t *testing.T) {
 	t.Parallel()
-	drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drv.Close() })
-	if _, err := drv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	drv := testdb.SQLite(t)
 	c, err := oncepush.NewClient(drv, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -129,14 +121,7 @@ var testpush = oncepush.TransportSpec{
 // its name appears in the errors, and its provider is sent its devices.
 func TestTransportOutsideTheBuiltins(t *testing.T) {
 	t.Parallel()
-	drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drv.Close() })
-	if _, err := drv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	drv := testdb.SQLite(t)
 	prov := pushtest.NewProvider("testpush")
 	c, err := oncepush.NewClient(drv, &oncepush.Config{
 		Transports: append(oncepush.BuiltinTransports(), testpush),

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/api"
-	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/strictjson"
+	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -221,14 +220,7 @@ func TestFifthTransport(t *testing.T) {
 		t.Fatalf("providers %v, %v; want one for testpush", providers, err)
 	}
 
-	drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drv.Close() })
-	if _, err := drv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	drv := testdb.SQLite(t)
 	client, err := oncepush.NewClient(drv, &oncepush.Config{Transports: table.Specs(), Providers: providers})
 	if err != nil {
 		t.Fatal(err)
