@@ -229,11 +229,17 @@ func (inj *injector) victim(ctx context.Context) (*slot, []Receipt, error) {
 // pick chooses, at random, one of the workers that are not busy and have
 // requests held, and marks it busy.
 func (inj *injector) pick(perSlot map[*slot][]Receipt) *slot {
+	return inj.pickWhere(func(s *slot) bool { return perSlot[s] != nil })
+}
+
+// pickWhere picks, at random, a worker that is not busy and for which ok
+// holds, and marks it busy; nil if there is none.
+func (inj *injector) pickWhere(ok func(*slot) bool) *slot {
 	inj.mu.Lock()
 	defer inj.mu.Unlock()
 	var cands []*slot
 	for _, s := range inj.slots { // in slot order, for the seed
-		if perSlot[s] != nil && !s.busy {
+		if !s.busy && ok(s) {
 			cands = append(cands, s)
 		}
 	}
@@ -419,20 +425,7 @@ func (inj *injector) restartPostgres(ctx context.Context) error {
 
 // pickAny picks, at random, a worker that is not busy, and marks it busy.
 func (inj *injector) pickAny() *slot {
-	inj.mu.Lock()
-	defer inj.mu.Unlock()
-	var cands []*slot
-	for _, s := range inj.slots {
-		if !s.busy && !s.proc.exited() {
-			cands = append(cands, s)
-		}
-	}
-	if len(cands) == 0 {
-		return nil
-	}
-	s := cands[inj.rng.IntN(len(cands))]
-	s.busy = true
-	return s
+	return inj.pickWhere(func(s *slot) bool { return !s.proc.exited() })
 }
 
 func (inj *injector) record(f Fault) {

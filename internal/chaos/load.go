@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -88,40 +90,21 @@ func setUpWorkload(ctx context.Context, a *api, f *fake, p plan, rng *rand.Rand)
 		}
 	}
 	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	next := atomic.Int64{}
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(devices) {
-					return
-				}
-				d := devices[i]
-				id, tok, err := register(ctx, a, f, d.recipient, d.transport, i, d.dead)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				w.tokens[id] = tok
-				w.owners[tok] = d.recipient
-				if d.dead {
-					w.dead++
-					w.deadTokens[tok] = true
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := inParallel(len(devices), func(i int) error {
+		d := devices[i]
+		id, tok, err := register(ctx, a, f, d.recipient, d.transport, i, d.dead)
+		mu.Lock()
+		defer mu.Unlock()
+		w.tokens[id] = tok
+		w.owners[tok] = d.recipient
+		if d.dead {
+			w.dead++
+			w.deadTokens[tok] = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, t := range transports {
 		// A short latency on every answer, so that a busy worker always has
@@ -416,38 +399,22 @@ func (w *workload) waitFinal(ctx context.Context, a *api, d time.Duration) ([]de
 	pending := slices.Clone(w.recipients)
 	for round := 0; ; round++ {
 		var mu sync.Mutex
-		var firstErr error
 		var still []string
-		next := atomic.Int64{}
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(pending) {
-						return
-					}
-					ds, err := a.recipientDeliveries(ctx, pending[i])
-					mu.Lock()
-					if err != nil {
-						if firstErr == nil {
-							firstErr = err
-						}
-					} else {
-						final[pending[i]] = ds
-						if slices.ContainsFunc(ds, func(d deliveryView) bool { return d.Status == "pending" }) {
-							still = append(still, pending[i])
-						}
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return nil, firstErr
+		err := inParallel(len(pending), func(i int) error {
+			ds, err := a.recipientDeliveries(ctx, pending[i])
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			final[pending[i]] = ds
+			if slices.ContainsFunc(ds, func(d deliveryView) bool { return d.Status == "pending" }) {
+				still = append(still, pending[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		pending = still
 		if len(pending) == 0 || time.Now().After(deadline) {
@@ -462,4 +429,22 @@ func (w *workload) waitFinal(ctx context.Context, a *api, d time.Duration) ([]de
 		all = append(all, final[r]...)
 	}
 	return all, nil
+}
+
+// inParallel calls fn for every i in [0, n) on up to 8 goroutines and returns
+// the first error; once one fails, no new call starts.
+func inParallel(n int, fn func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(8)
+	var failed atomic.Bool
+	for i := 0; i < n && !failed.Load(); i++ {
+		g.Go(func() error {
+			err := fn(i)
+			if err != nil {
+				failed.Store(true)
+			}
+			return err
+		})
+	}
+	return g.Wait()
 }
