@@ -33,32 +33,11 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 		if err != nil {
 			b.Fatal(err)
 		}
-		names := make([]string, recipients)
+		names, err := registerMany(ctx, seed, "bench-%06d", recipients, transports)
+		if err != nil {
+			b.Fatal(err)
+		}
 		var msgIDs []int64
-		var wg sync.WaitGroup
-		var regErr error
-		var regMu sync.Mutex
-		regStart := time.Now()
-		sem := make(chan struct{}, 8)
-		for r := range names {
-			names[r] = fmt.Sprintf("bench-%06d", r)
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				for _, tr := range transports {
-					tok := tokenFor(tr, names[r])
-					if _, err := seed.RegisterDevice(ctx, oncepush.Device{Recipient: names[r], Transport: tr, Token: tok}); err != nil {
-						regMu.Lock()
-						regErr = cmp.Or(regErr, fmt.Errorf("register %s %s at %s: %w", names[r], tr, time.Since(regStart), err))
-						regMu.Unlock()
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if regErr != nil {
-			b.Fatal(regErr)
-		}
 		for r := 0; r < recipients; r += 1000 {
 			end := min(r+1000, recipients)
 			res, err := seed.Send(ctx, names[r:end], oncepush.Message{Title: "bench", Body: "drain me"}, nil)
@@ -132,4 +111,33 @@ func BenchDrain[TTx any](b *testing.B, newDB func(b *testing.B) func(maxConns in
 		b.ReportMetric(float64(want)/elapsed.Seconds(), "sends/s")
 		b.ReportMetric(elapsed.Seconds(), "s/drain")
 	}
+}
+
+// registerMany registers n recipients, named by format from their index, with
+// a device on each of transports, eight recipients at a time, and returns
+// their names. Its error is the first registration's that failed, with how
+// long registering had taken by then.
+func registerMany[TTx any](ctx context.Context, c *oncepush.Client[TTx], format string, n int, transports []oncepush.Transport) ([]string, error) {
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	start := time.Now()
+	sem := make(chan struct{}, 8)
+	for r := range names {
+		names[r] = fmt.Sprintf(format, r)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, tr := range transports {
+				if _, err := c.RegisterDevice(ctx, oncepush.Device{Recipient: names[r], Transport: tr, Token: tokenFor(tr, names[r])}); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, fmt.Errorf("register %s %s at %s: %w", names[r], tr, time.Since(start), err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return names, first
 }

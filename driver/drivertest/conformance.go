@@ -58,11 +58,21 @@ type testCase[TTx any] struct {
 	fn   func(t *testing.T, h Harness[TTx])
 }
 
+// runParallel runs each test as a parallel subtest of t.
+func runParallel[TTx any](t *testing.T, h Harness[TTx], tests []testCase[TTx]) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
 // Run runs the whole suite. The goroutine-leak test runs first and alone; the
 // rest run in parallel.
 func Run[TTx any](t *testing.T, h Harness[TTx]) {
 	t.Run("StopLeavesNoGoroutines", func(t *testing.T) { testStopLeavesNoGoroutines(t, h) })
-	for _, tc := range []testCase[TTx]{
+	runParallel(t, h, []testCase[TTx]{
 		{"SendTxRolledBackSendsNothing", testSendTxRollback[TTx]},
 		{"DedupSequential", testDedupSequential[TTx]},
 		{"DedupConcurrent", testDedupConcurrent[TTx]},
@@ -116,12 +126,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},
 		{"ForeignTextIsRedacted", testForeignTextIsRedacted[TTx]},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, h)
-		})
-	}
+	})
 }
 
 // epoch is where every test clock starts.
@@ -144,8 +149,9 @@ type bundle[TTx any] struct {
 }
 
 // setup returns a client on a fresh database with a test clock and fake
-// providers for every transport; mod adjusts its configuration.
-func setup[TTx any](t *testing.T, h Harness[TTx], mod func(*oncepush.Config)) *bundle[TTx] {
+// providers for every transport; mod adjusts its configuration. Each of
+// fcmRecipients gets an FCM device, registered in that order.
+func setup[TTx any](t *testing.T, h Harness[TTx], mod func(*oncepush.Config), fcmRecipients ...string) *bundle[TTx] {
 	t.Helper()
 	b := &bundle[TTx]{t: t, ctx: t.Context(), db: h.NewDB(t), clock: pushtest.NewClock(epoch), logs: &logCapture{}}
 	b.drv = b.db.Driver(t, 0)
@@ -163,6 +169,9 @@ func setup[TTx any](t *testing.T, h Harness[TTx], mod func(*oncepush.Config)) *b
 			mod(c)
 		}
 	})
+	for _, r := range fcmRecipients {
+		b.register(r, oncepush.TransportFCM)
+	}
 	return b
 }
 
@@ -232,6 +241,13 @@ func (b *bundle[TTx]) drain() oncepush.RunStats {
 	return drain(b.t, b.client)
 }
 
+// drainAfter advances the clock by d, then drains.
+func (b *bundle[TTx]) drainAfter(d time.Duration) oncepush.RunStats {
+	b.t.Helper()
+	b.clock.Advance(d)
+	return b.drain()
+}
+
 func drain[TTx any](t *testing.T, c *oncepush.Client[TTx]) oncepush.RunStats {
 	t.Helper()
 	s, err := c.Drain(t.Context())
@@ -270,6 +286,15 @@ func wantStatus(t *testing.T, d oncepush.Delivery, want oncepush.DeliveryStatus)
 	t.Helper()
 	if d.Status != want {
 		t.Fatalf("delivery %d (%s): status %s, want %s (attempts %d, last error %q)", d.ID, d.Recipient, d.Status, want, d.Attempts, d.LastError)
+	}
+}
+
+// wantSends fails the test unless the fake provider p has had exactly want
+// sends; what names the sends counted.
+func wantSends(t *testing.T, p *pushtest.Provider, want int, what string) {
+	t.Helper()
+	if n := p.Count(); n != want {
+		t.Fatalf("%s: %d sends, want %d", what, n, want)
 	}
 }
 

@@ -25,18 +25,10 @@ func testConcurrentClients[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
 	const recipients, devices = 2000, 3
 	transports := []oncepush.Transport{oncepush.TransportFCM, oncepush.TransportAPNs, oncepush.TransportRuStore}
-	names := make([]string, recipients)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range names {
-		names[i] = fmt.Sprintf("u%04d", i)
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			b.register(names[i], transports...)
-		})
+	names, err := registerMany(b.ctx, b.client, "u%04d", recipients, transports)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	var msgIDs []int64
 	for i := 0; i < recipients; i += 100 {
 		res := b.send(names[i:i+100], msg(fmt.Sprintf("batch %d", i/100)), nil)
@@ -206,9 +198,7 @@ func testAbandonedResend[TTx any](t *testing.T, h Harness[TTx]) {
 	fcmB := pushtest.NewProvider(oncepush.TransportFCM)
 	clientB := b.newClient(b.db.Driver(t, 0), func(c *oncepush.Config) { c.Providers = []oncepush.Provider{fcmB} })
 	drain(t, clientB)
-	if n := fcmB.Count(); n != 0 {
-		t.Fatalf("a second client sent %d while the first held the lease", n)
-	}
+	wantSends(t, fcmB, 0, "a second client while the first held the lease")
 
 	b.clock.Advance(clientB.Config().Lease + time.Second)
 	drain(t, clientB)
@@ -254,9 +244,7 @@ func testAbandonedAtMostOnce[TTx any](t *testing.T, h Harness[TTx]) {
 	drain(t, clientB)
 	b.clock.Advance(24 * time.Hour)
 	drain(t, clientB)
-	if n := fcmB.Count(); n != 0 {
-		t.Fatalf("at-most-once submitted an ambiguous pair again (%d times)", n)
-	}
+	wantSends(t, fcmB, 0, "an ambiguous at-most-once pair again")
 	d := b.only("r1")
 	wantStatus(t, d, oncepush.StatusAmbiguous)
 	a := attempt(t, d, dev.ID)
@@ -299,8 +287,7 @@ func testMaybeSent[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	wantStatus(t, b.only("once"), oncepush.StatusAmbiguous)
 
-	b.clock.Advance(time.Hour)
-	b.drain()
+	b.drainAfter(time.Hour)
 	d = b.only("resend")
 	wantStatus(t, d, oncepush.StatusSent)
 	if a := attempt(t, d, dev1.ID); a.Submissions != 2 || a.Ambiguous != 1 || a.ProviderID != "second" {
@@ -338,39 +325,27 @@ func testProviderFailures[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	// While the clock stands, no retry.
 	b.drain()
-	b.clock.Advance(11 * time.Second)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("retried before the backoff passed (%d submissions)", n)
-	}
+	b.drainAfter(11 * time.Second)
+	wantSends(t, b.fcm, 1, "before the backoff passed")
 	b.clock.Advance(8 * time.Second)
 	// A Retry-After longer than the backoff wins.
 	b.fcm.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "429 QUOTA_EXCEEDED: slow down", RetryAfter: 10 * time.Minute})
 	b.drain()
-	if n := b.fcm.Count(); n != 2 {
-		t.Fatalf("not retried after the backoff (%d submissions)", n)
-	}
+	wantSends(t, b.fcm, 2, "retried after the backoff")
 	d = b.only("r1")
 	if min := b.clock.Now().Add(10 * time.Minute); d.Attempts != 2 || d.NextAttemptAt.Before(min) {
 		t.Fatalf("after Retry-After 10m: attempts %d, next %s; want 2 and not before %s", d.Attempts, d.NextAttemptAt, min)
 	}
-	b.clock.Advance(5 * time.Minute)
-	b.drain()
-	if n := b.fcm.Count(); n != 2 {
-		t.Fatal("Retry-After not honoured")
-	}
-	b.clock.Advance(6 * time.Minute)
-	b.drain()
+	b.drainAfter(5 * time.Minute)
+	wantSends(t, b.fcm, 2, "before Retry-After passed")
+	b.drainAfter(6 * time.Minute)
 	d = b.only("r1")
 	wantStatus(t, d, oncepush.StatusFailed)
 	if d.Attempts != 3 || !strings.Contains(d.LastError, "429 QUOTA_EXCEEDED: slow down") || d.FinishedAt == nil {
 		t.Fatalf("after the last attempt: %+v", d)
 	}
-	b.clock.Advance(24 * time.Hour)
-	b.drain()
-	if n := b.fcm.Count(); n != 3 {
-		t.Fatalf("a failed delivery was sent again (%d submissions)", n)
-	}
+	b.drainAfter(24 * time.Hour)
+	wantSends(t, b.fcm, 3, "a failed delivery a day later")
 }
 
 // testProviderTextIsStorable: a provider answering bytes that are not UTF-8
@@ -514,20 +489,12 @@ func testEligibility[TTx any](t *testing.T, h Harness[TTx]) {
 	if !q.NextAttemptAt.Equal(quietEnd) || q.Attempts != 0 {
 		t.Fatalf("delayed delivery: next %s attempts %d; want %s and 0", q.NextAttemptAt, q.Attempts, quietEnd)
 	}
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d sent, want 1", n)
-	}
-	b.clock.Advance(59 * time.Minute)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatal("delayed delivery sent before its time")
-	}
-	b.clock.Advance(time.Minute)
-	b.drain()
+	wantSends(t, b.fcm, 1, "the deliveries eligibility let through")
+	b.drainAfter(59 * time.Minute)
+	wantSends(t, b.fcm, 1, "a delayed delivery before its time")
+	b.drainAfter(time.Minute)
 	wantStatus(t, b.only("quiet"), oncepush.StatusSent)
-	if n := b.fcm.Count(); n != 2 {
-		t.Fatalf("%d sent, want 2", n)
-	}
+	wantSends(t, b.fcm, 2, "the delayed delivery at its time")
 	// A skipped delivery keeps its dedup key.
 	if res := b.send([]string{"skip"}, msg("news"), &oncepush.SendOptions{DedupKey: "news:1"}); res.Queued != 0 {
 		t.Fatalf("skip freed the dedup key: %+v", res)
@@ -541,24 +508,29 @@ func testEligibilityStranger[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
-	b.send([]string{"r1"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
-	b.send([]string{"r2"}, oncepush.Message{Type: "good", Title: "good"}, nil)
-	b.drain()
-	wantStatus(t, b.only("r2"), oncepush.StatusSent)
-	d := b.only("r1")
-	wantStatus(t, d, oncepush.StatusPending)
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "r1", "r2")
+	d := b.badThenGood()
 	if d.Attempts != 1 || !strings.Contains(d.LastError, `eligibility: answered about recipient "stranger", who was not asked about`) {
 		t.Fatalf("bad message's delivery: attempts %d, error %q", d.Attempts, d.LastError)
 	}
 	if d.NextAttemptAt.Before(b.clock.Now().Add(12 * time.Second)) {
 		t.Fatalf("bad message's delivery retries without backoff: %s", d.NextAttemptAt)
 	}
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d sent, want only the good message", n)
-	}
+	wantSends(t, b.fcm, 1, "only the good message")
+}
+
+// badThenGood sends a message of type "bad" to r1, then one of type "good"
+// to r2, and drains: the good one must be sent whatever the rule made of the
+// bad one, which stays pending. It returns r1's delivery.
+func (b *bundle[TTx]) badThenGood() oncepush.Delivery {
+	b.t.Helper()
+	b.send([]string{"r1"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
+	b.send([]string{"r2"}, oncepush.Message{Type: "good", Title: "good"}, nil)
+	b.drain()
+	wantStatus(b.t, b.only("r2"), oncepush.StatusSent)
+	d := b.only("r1")
+	wantStatus(b.t, d, oncepush.StatusPending)
+	return d
 }
 
 // testEligibilityFailingQuery: a rule that reads the application's rows
@@ -576,16 +548,9 @@ func testEligibilityFailingQuery[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, db.Exec(ctx, tx, "SELECT count(*) FROM oncepush_device")
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "r1", "r2")
 	db = b.db
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
-	b.send([]string{"r1"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
-	b.send([]string{"r2"}, oncepush.Message{Type: "good", Title: "good"}, nil)
-	b.drain()
-	wantStatus(t, b.only("r2"), oncepush.StatusSent)
-	d := b.only("r1")
-	wantStatus(t, d, oncepush.StatusPending)
+	d := b.badThenGood()
 	if d.Attempts != 1 || !strings.Contains(d.LastError, "eligibility:") {
 		t.Fatalf("failing rule's delivery: attempts %d, error %q", d.Attempts, d.LastError)
 	}
@@ -689,9 +654,7 @@ func testOneConnection[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	finish()
 	drain(t, one)
-	if n := b.fcm.Count(); n != 2 {
-		t.Fatalf("%d submissions, want 2", n)
-	}
+	wantSends(t, b.fcm, 2, "both sends, the first held while the pool of one served the second")
 }
 
 func testThrottle[TTx any](t *testing.T, h Harness[TTx]) {
@@ -708,9 +671,7 @@ func testThrottle[TTx any](t *testing.T, h Harness[TTx]) {
 	if n := b.fcm.Count(); n != 1 {
 		t.Fatalf("after a provider-wide 429, %d more sends went to it in the same run", n-1)
 	}
-	if n := b.apns.Count(); n != 1 {
-		t.Fatalf("another transport was held by FCM's throttle (%d apns sends)", n)
-	}
+	wantSends(t, b.apns, 1, "APNs, beside FCM's throttle")
 	if st.Released != 4 {
 		t.Fatalf("run stats %+v, want 4 released", st)
 	}

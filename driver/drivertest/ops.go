@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -18,9 +19,7 @@ import (
 )
 
 func testCleanup[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1", "r2")
 	b.send([]string{"r1"}, msg("old"), nil)
 	b.drain()
 
@@ -77,8 +76,7 @@ func testCleanupLock[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testDeleteRecipientMidRun[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("gone", oncepush.TransportFCM)
+	b := setup(t, h, nil, "gone")
 	b.send([]string{"gone"}, msg("bye"), nil)
 	finish := abandon(t, b, b.client, b.fcm, oncepush.Accepted("late"))
 	if err := b.client.DeleteRecipient(b.ctx, "gone"); err != nil {
@@ -96,23 +94,34 @@ func testDeleteRecipientMidRun[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
-// testStopFinishesInFlight: Stop called while a send is in flight waits for
-// it, and its answer is recorded.
-func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	release := holdThen(b.fcm, oncepush.Accepted("finished"))
-	defer release()
-	var waiting enginetest.Counter
-	if err := b.client.Start(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnStopWaiting: waiting.Add})); err != nil {
-		t.Fatal(err)
+// sendInFlight starts b's client with hooks, sends a message to r1 and waits
+// until FCM holds its send: FCM answers r once release is called.
+func (b *bundle[TTx]) sendInFlight(hooks *enginetest.Hooks, r oncepush.Result) (release func()) {
+	b.t.Helper()
+	release = holdThen(b.fcm, r)
+	if err := b.client.Start(enginetest.WithHooks(b.ctx, hooks)); err != nil {
+		release()
+		b.t.Fatal(err)
 	}
 	b.send([]string{"r1"}, msg("in flight"), nil)
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	if !b.fcm.WaitCount(ctx, 1) {
-		t.Fatal("not sent")
+		release()
+		b.t.Fatal("not sent")
 	}
+	return release
+}
+
+// testStopFinishesInFlight: Stop called while a send is in flight waits for
+// it, and its answer is recorded.
+func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil, "r1")
+	var waiting enginetest.Counter
+	release := b.sendInFlight(&enginetest.Hooks{OnStopWaiting: waiting.Add}, oncepush.Accepted("finished"))
+	defer release()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.client.Stop(ctx) }()
 	if !waiting.Wait(ctx, 1) {
@@ -134,19 +143,10 @@ func testStopFinishesInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 func testStopDeadline[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, nil)
 	dev := b.register("r1", oncepush.TransportFCM)[0]
-	release := holdThen(b.fcm, oncepush.Accepted("never"))
+	release := b.sendInFlight(&enginetest.Hooks{}, oncepush.Accepted("never"))
 	defer release()
-	if err := b.client.Start(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.send([]string{"r1"}, msg("stuck"), nil)
-	wctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 100*time.Millisecond)
 	defer cancel()
-	if !b.fcm.WaitCount(wctx, 1) {
-		t.Fatal("not sent")
-	}
-	ctx, cancel2 := context.WithTimeout(b.ctx, 100*time.Millisecond)
-	defer cancel2()
 	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop past its deadline returned %v", err)
 	}
@@ -189,8 +189,7 @@ func testStopLeavesNoGoroutines[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 	quiet := &wakeQuiet{}
 	tap := &listenTap[TTx]{Driver: b.db.Driver(t, 0), woke: quiet.listenerWoke}
 	client := b.newClient(tap, func(c *oncepush.Config) {
@@ -241,9 +240,7 @@ func testStartedClientDelivers[TTx any](t *testing.T, h Harness[TTx]) {
 			t.Fatalf("SendTx (DeferWake %v): the worker was not woken by its commit", deferWake)
 		}
 	}
-	if n := b.fcm.Count(); n != 5 {
-		t.Fatalf("%d submissions, want 5", n)
-	}
+	wantSends(t, b.fcm, 5, "every wake-up through the listener")
 }
 
 // listenTap is a driver whose listener reports each wake-up it hands the
@@ -267,55 +264,48 @@ type wakeQuiet struct {
 	mu       sync.Mutex
 	listened bool
 	quiet    map[int]bool
-	changed  chan struct{}
+	changes  enginetest.Counter // a wake-up or an idle report
 }
 
 func (q *wakeQuiet) listenerWoke() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.listened, q.quiet = true, map[int]bool{}
-	q.notify()
+	q.mu.Unlock()
+	q.changes.Add()
 }
 
 func (q *wakeQuiet) idle(worker int, wakePending bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.listened {
 		q.quiet[worker] = !wakePending
 	}
-	q.notify()
+	q.mu.Unlock()
+	q.changes.Add()
 }
 
-func (q *wakeQuiet) notify() {
-	if q.changed != nil {
-		close(q.changed)
-		q.changed = nil
+// allQuiet reports whether the listener has woken the workers and all of
+// them are quiet since.
+func (q *wakeQuiet) allQuiet(workers int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, quiet := range q.quiet {
+		if quiet {
+			n++
+		}
 	}
+	return q.listened && n == workers
 }
 
 // wait blocks until the listener has woken the workers and all of them are
 // quiet, or ctx ends.
 func (q *wakeQuiet) wait(ctx context.Context, workers int) bool {
 	for {
-		q.mu.Lock()
-		n := 0
-		for _, quiet := range q.quiet {
-			if quiet {
-				n++
-			}
-		}
-		if q.listened && n == workers {
-			q.mu.Unlock()
+		seen := q.changes.Count() // before the look: a change after it ends the Wait
+		if q.allQuiet(workers) {
 			return true
 		}
-		if q.changed == nil {
-			q.changed = make(chan struct{})
-		}
-		ch := q.changed
-		q.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		if !q.changes.Wait(ctx, seen+1) {
 			return false
 		}
 	}
@@ -378,8 +368,7 @@ func (o *countingObserver) LeaseLost(n int) {
 
 func testObserver[TTx any](t *testing.T, h Harness[TTx]) {
 	obs := &countingObserver{submitted: map[oncepush.Outcome]int{}, finished: map[oncepush.DeliveryStatus]int{}}
-	b := setup(t, h, func(c *oncepush.Config) { c.Observer = obs })
-	b.register("ok", oncepush.TransportFCM)
+	b := setup(t, h, func(c *oncepush.Config) { c.Observer = obs }, "ok")
 	b.register("lost", oncepush.TransportAPNs)
 	b.apns.AnswerAll(oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "lost"})
 	opts := &oncepush.SendOptions{DedupKey: "k", Ambiguity: oncepush.AmbiguityAtMostOnce}
@@ -407,12 +396,8 @@ func testObserver[TTx any](t *testing.T, h Harness[TTx]) {
 	if obs.ambiguous != 1 || obs.recovered != 1 {
 		t.Errorf("ambiguous %d, recovered %d; want 1 and 1", obs.ambiguous, obs.recovered)
 	}
-	want := map[oncepush.DeliveryStatus]int{oncepush.StatusSent: 2, oncepush.StatusAmbiguous: 1, oncepush.StatusNoDevices: 1}
-	for s, n := range want {
-		if obs.finished[s] != n {
-			t.Errorf("finished %v, want %v", obs.finished, want)
-			break
-		}
+	if want := map[oncepush.DeliveryStatus]int{oncepush.StatusSent: 2, oncepush.StatusAmbiguous: 1, oncepush.StatusNoDevices: 1}; !maps.Equal(obs.finished, want) {
+		t.Errorf("finished %v, want %v", obs.finished, want)
 	}
 	if obs.leaseLost != 1 {
 		t.Errorf("lease lost %d, want 1", obs.leaseLost)
@@ -424,9 +409,7 @@ func testObserver[TTx any](t *testing.T, h Harness[TTx]) {
 // deliveries otherwise (an all-duplicate send interrupted before it deleted
 // its message again) is found by the sweep of the next cleanup round.
 func testCleanupOrphans[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1", "r2")
 	ex := b.drv.Exec()
 	gone := func(id int64) bool {
 		t.Helper()

@@ -33,10 +33,7 @@ func testEligibilityHostileText[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
-	b.register("bad", oncepush.TransportFCM)
-	b.register("panic", oncepush.TransportFCM)
-	b.register("good", oncepush.TransportFCM)
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "bad", "panic", "good")
 	// Oldest first: the hostile messages are claimed before the good one.
 	b.send([]string{"bad"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
 	b.send([]string{"panic"}, oncepush.Message{Type: "panic", Title: "panic"}, nil)
@@ -95,21 +92,17 @@ func testAcceptedEndsSent[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 
 	skip.Store(true)
-	b.clock.Advance(11 * time.Minute) // "expire" is past its lifetime; the others are due
-	b.drain()
+	b.drainAfter(11 * time.Minute) // "expire" is past its lifetime; the others are due
 	for _, r := range names {
 		wantStatus(t, b.only(r), oncepush.StatusSent)
 	}
-	if n := b.fcm.Count(); n != 3 {
-		t.Fatalf("FCM got %d submissions, want 3 (one per accepted device)", n)
-	}
+	wantSends(t, b.fcm, 3, "one per accepted device")
 }
 
 // testObserverPanicKeepsOutcome: an Observer that panics must not turn an
 // accepted answer into a resend, nor stop the run.
 func testObserverPanicKeepsOutcome[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, func(c *oncepush.Config) { c.Observer = panickyObserver{} })
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, func(c *oncepush.Config) { c.Observer = panickyObserver{} }, "r1")
 	if _, err := b.client.Send(b.ctx, []string{"r1"}, msg("watched"), nil); err != nil {
 		t.Fatalf("Send with a panicking observer: %v", err)
 	}
@@ -121,11 +114,8 @@ func testObserverPanicKeepsOutcome[TTx any](t *testing.T, h Harness[TTx]) {
 	if len(d.Devices) != 1 || d.Devices[0].State != oncepush.AttemptAccepted || d.Devices[0].Submissions != 1 {
 		t.Fatalf("ledger %+v: want one accepted submission", d.Devices)
 	}
-	b.clock.Advance(time.Hour)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d submissions: the observer's panic made the engine send again", n)
-	}
+	b.drainAfter(time.Hour)
+	wantSends(t, b.fcm, 1, "after the observer's panic")
 }
 
 type panickyObserver struct{ oncepush.NopObserver }
@@ -170,9 +160,7 @@ func testPausedRunStartsNothingLate[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	b.drain()
-	if n := b.fcm.Count(); n != 3 {
-		t.Fatalf("%d submissions after the next run, want each pair exactly once (3)", n)
-	}
+	wantSends(t, b.fcm, 3, "each pair exactly once after the next run")
 
 	// Frozen between the engine's check and the provider's write: the provider
 	// asks CheckStart at its last instant, as the HTTP providers do.
@@ -305,11 +293,8 @@ func testReRegisteredTokenSamePair[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	b.fcm.Answer(nil)
-	b.clock.Advance(2 * time.Hour)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("at-most-once pair submitted %d times after its token registered again, want 1", n)
-	}
+	b.drainAfter(2 * time.Hour)
+	wantSends(t, b.fcm, 1, "the at-most-once pair after its token registered again")
 	var resends []oncepush.Submission
 	for _, s := range b.apns.Submissions() {
 		if s.Device.Recipient == "resend" {
@@ -337,27 +322,33 @@ func (f *flakyDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TT
 	return f.Driver.InTx(ctx, fn)
 }
 
+// failingRecord queues a message to r1 (with an FCM device) and returns a
+// client, sending to FCM only, whose database fails its next tries
+// transactions from the moment FCM accepts the send: those of the record.
+func failingRecord[TTx any](t *testing.T, h Harness[TTx], tries int32) (*bundle[TTx], *oncepush.Client[TTx]) {
+	t.Helper()
+	b := setup(t, h, nil, "r1")
+	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	b.send([]string{"r1"}, msg("recorded"), nil)
+	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
+		flaky.fail.Store(tries)
+		return oncepush.Accepted("ok")
+	})
+	return b, client
+}
+
 // testRecordOutlastsSlowDatabase: a record that fails several times in a row
 // (a slow, loaded machine) must keep trying while the lease holds, not give up
 // and leave a submitted batch to be resent when the lease ends.
 func testRecordOutlastsSlowDatabase[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
-	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
-	b.register("r1", oncepush.TransportFCM)
-	b.send([]string{"r1"}, msg("recorded"), nil)
-	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
-		flaky.fail.Store(8) // the record's next eight tries fail
-		return oncepush.Accepted("ok")
-	})
+	b, client := failingRecord(t, h, 8) // the record's next eight tries fail
 	if _, err := client.Drain(b.ctx); err != nil {
 		t.Fatalf("the record gave up: %v", err)
 	}
 	d := b.only("r1")
 	wantStatus(t, d, oncepush.StatusSent)
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d submissions, want 1", n)
-	}
+	wantSends(t, b.fcm, 1, "the record that outlasted the slow database")
 }
 
 // ctxDriver remembers whether a claim's context was cancelled while its
@@ -397,9 +388,7 @@ func testStopDuringClaimReleasesBatch[TTx any](t *testing.T, h Harness[TTx]) {
 	if cd.cancelled.Load() {
 		t.Fatal("the stop cancelled the claim transaction before its commit")
 	}
-	if n := b.fcm.Count(); n != 0 {
-		t.Fatalf("%d sends started after the stop", n)
-	}
+	wantSends(t, b.fcm, 0, "after a stop during the claim")
 	d := b.only("r1")
 	wantStatus(t, d, oncepush.StatusPending)
 	got, err := b.client.Delivery(b.ctx, d.ID)
@@ -410,9 +399,7 @@ func testStopDuringClaimReleasesBatch[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("after the stop the delivery is due %s (now %s), attempts %d: not given back", got.NextAttemptAt, b.clock.Now(), got.Attempts)
 	}
 	drain(t, b.client)
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d submissions, want 1", n)
-	}
+	wantSends(t, b.fcm, 1, "the batch given back after the stop")
 }
 
 // testRevocationOutlivesRetention: a revoked session stays revoked. Cleanup
@@ -470,11 +457,8 @@ func testCrashAfterClaimSendsNormally[TTx any](t *testing.T, h Harness[TTx]) {
 	<-fd.frozen
 	defer func() { close(fd.release); <-done }()
 
-	b.clock.Advance(b.client.Config().Lease + time.Second)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("%d submissions after a crash right after the claim, want 1", n)
-	}
+	b.drainAfter(b.client.Config().Lease + time.Second)
+	wantSends(t, b.fcm, 1, "after a crash right after the claim")
 	d := b.only("r1")
 	wantStatus(t, d, oncepush.StatusSent)
 	if a := d.Devices[0]; a.Submissions != 1 || a.Ambiguous != 0 {
@@ -488,15 +472,7 @@ func testCrashAfterClaimSendsNormally[TTx any](t *testing.T, h Harness[TTx]) {
 // itself: only the deadline can end it. The record then tries once more, at
 // once, gives up, and Stop returns.
 func testStopNotHeldByDeadDatabase[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	flaky := &flakyDriver[TTx]{Driver: b.db.Driver(t, 0)}
-	client := b.newClient(flaky, func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
-	b.register("r1", oncepush.TransportFCM)
-	b.send([]string{"r1"}, msg("down"), nil)
-	b.fcm.Answer(func(context.Context, *oncepush.Submission) oncepush.Result {
-		flaky.fail.Store(1 << 30) // the database is gone from here on
-		return oncepush.Accepted("ok")
-	})
+	b, client := failingRecord(t, h, 1<<30) // the database is gone from the send on
 	var mu sync.Mutex
 	var tries []string
 	pausing := make(chan struct{})

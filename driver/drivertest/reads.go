@@ -13,8 +13,7 @@ import (
 // testMessageReads: what the server and a console read about a message, in
 // the driver and through the Client.
 func testMessageReads[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 
 	// The backlog: due pending deliveries on the client's clock, capped.
 	if bl, err := b.client.Backlog(b.ctx, 10); err != nil || bl.Due != 0 || bl.OldestAge != 0 {

@@ -18,9 +18,7 @@ import (
 // is recorded with its result; the same request again is replayed without
 // writing; another request with the key is refused.
 func testRecordedRequests[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1", "r2")
 	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	opts := func(key string, hash []byte) *oncepush.SendOptions {
 		return &oncepush.SendOptions{DedupKey: key, RequestHash: hash}
@@ -133,8 +131,7 @@ func testRecordedRequests[TTx any](t *testing.T, h Harness[TTx]) {
 // not let another request take the key, nor refuse the original's retry. The
 // record goes with the last delivery holding the key, and then both are free.
 func testRecordLivesWithItsKey[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 	retention := b.client.Config().Retention
 	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	at := epoch.Add(8 * 24 * time.Hour)
@@ -184,9 +181,7 @@ func testRecordLivesWithItsKey[TTx any](t *testing.T, h Harness[TTx]) {
 // testRecordFreedWithRecipients: deleting recipients frees their dedup keys,
 // and a record goes when no delivery holds its key any more — not before.
 func testRecordFreedWithRecipients[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1", "r2")
 	h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	opts := func(hash []byte) *oncepush.SendOptions {
 		return &oncepush.SendOptions{DedupKey: "welcome", RequestHash: hash}

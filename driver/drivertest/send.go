@@ -11,8 +11,7 @@ import (
 )
 
 func testSendTxRollback[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 
 	tx, err := b.db.Begin(b.ctx, b.drv)
 	if err != nil {
@@ -29,9 +28,7 @@ func testSendTxRollback[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatal(err)
 	}
 	b.drain()
-	if n := b.fcm.Count(); n != 0 {
-		t.Fatalf("a rolled-back send reached the provider %d times", n)
-	}
+	wantSends(t, b.fcm, 0, "a rolled-back send")
 	if ds := b.deliveries("r1"); len(ds) != 0 {
 		t.Fatalf("a rolled-back send left %d deliveries", len(ds))
 	}
@@ -55,9 +52,7 @@ func testSendTxRollback[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testDedupSequential[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
-	b.register("r2", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1", "r2")
 	opts := &oncepush.SendOptions{DedupKey: "invoice:42"}
 
 	first := b.send([]string{"r1", "r2", "r1"}, msg("first"), opts)
@@ -74,9 +69,7 @@ func testDedupSequential[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("third send = %+v, want r3 queued and r2 a duplicate", third)
 	}
 	b.drain()
-	if n := b.fcm.Count(); n != 3 {
-		t.Fatalf("provider got %d submissions, want one per recipient (3)", n)
-	}
+	wantSends(t, b.fcm, 3, "one per recipient")
 	for _, r := range []string{"r1", "r2", "r3"} {
 		wantStatus(t, b.only(r), oncepush.StatusSent)
 	}
@@ -92,8 +85,7 @@ func testDedupSequential[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testDedupConcurrent[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 	const n = 20
 	var wg sync.WaitGroup
 	results := make([]oncepush.SendResult, n)
@@ -124,8 +116,7 @@ func testDedupConcurrent[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testDedupFreedByRetention[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, func(c *oncepush.Config) { c.Retention = 48 * time.Hour })
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, func(c *oncepush.Config) { c.Retention = 48 * time.Hour }, "r1")
 	opts := &oncepush.SendOptions{DedupKey: "daily-digest"}
 	b.send([]string{"r1"}, msg("one"), opts)
 	b.drain()
@@ -147,9 +138,7 @@ func testDedupFreedByRetention[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("key not free after retention cleanup: %+v", res)
 	}
 	b.drain()
-	if n := b.fcm.Count(); n != 2 {
-		t.Fatalf("provider got %d, want 2", n)
-	}
+	wantSends(t, b.fcm, 2, "the first send and the one after retention freed its key")
 }
 
 func testValidation[TTx any](t *testing.T, h Harness[TTx]) {
@@ -212,8 +201,7 @@ func testValidation[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testHTTPImageDropped[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 	m := msg("with image")
 	m.Image = "http://storage.local/pic.png"
 	if res := b.send([]string{"r1"}, m, nil); res.Queued != 1 {
@@ -235,24 +223,15 @@ func testHTTPImageDropped[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 func testScheduled[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
-	b.register("r1", oncepush.TransportFCM)
+	b := setup(t, h, nil, "r1")
 	at := epoch.Add(time.Hour)
 	b.send([]string{"r1"}, msg("later"), &oncepush.SendOptions{ScheduledAt: at})
 	b.drain()
-	if n := b.fcm.Count(); n != 0 {
-		t.Fatalf("scheduled push sent %d times before its time", n)
-	}
-	b.clock.Advance(59 * time.Minute)
-	b.drain()
-	if n := b.fcm.Count(); n != 0 {
-		t.Fatalf("scheduled push sent a minute early")
-	}
-	b.clock.Advance(time.Minute)
-	b.drain()
-	if n := b.fcm.Count(); n != 1 {
-		t.Fatalf("scheduled push sent %d times at its time, want 1", n)
-	}
+	wantSends(t, b.fcm, 0, "a scheduled push before its time")
+	b.drainAfter(59 * time.Minute)
+	wantSends(t, b.fcm, 0, "a scheduled push a minute early")
+	b.drainAfter(time.Minute)
+	wantSends(t, b.fcm, 1, "a scheduled push at its time")
 	sub := b.fcm.Submissions()[0]
 	if want := at.Add(oncepush.MessageLifetimeDefault); !sub.ExpiresAt.Equal(want) {
 		t.Fatalf("expires at %s, want scheduled time + lifetime = %s", sub.ExpiresAt, want)

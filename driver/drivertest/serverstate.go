@@ -25,19 +25,14 @@ func RunServer[TTx any](t *testing.T, h Harness[TTx]) {
 	if h.ServerStore == nil {
 		t.Fatal("drivertest.RunServer: Harness.ServerStore is nil")
 	}
-	for _, tc := range []testCase[TTx]{
+	runParallel(t, h, []testCase[TTx]{
 		{"MigrationsApartFromTheEngine", testServerMigrations[TTx]},
 		{"MigrateConcurrentlyAppliesOnce", testServerMigrateConcurrently[TTx]},
 		{"APIKeys", testAPIKeys[TTx]},
 		{"Preferences", testPreferences[TTx]},
 		{"PreferencesOnTheClaimTransaction", testPreferencesOnClaimTx[TTx]},
 		{"PreferencesDeletedWithTheRecipient", testPreferencesDeletedWithRecipient[TTx]},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, h)
-		})
-	}
+	})
 }
 
 // serverSetup is setup with the server's store on the bundle's driver,

@@ -3,7 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"embed"
+	_ "embed"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,19 +13,21 @@ import (
 	"github.com/oncepush/oncepush/driver/internal/upgradetest"
 )
 
-// testdata/engine_v4 holds the engine's migrations 1–4 exactly as builds
-// before the server's own migrations shipped them, when migration 2
-// (002_server) also created the server's tables. Never edit them: they are
-// what files in the field were migrated with.
+// oldServerMigration is the engine's migration 2 exactly as builds before
+// the server's own migrations shipped it, when it (002_server) also created
+// the server's tables. Never edit it: it is what files in the field were
+// migrated with. Migrations 1, 3 and 4 have not changed since, so the test
+// takes them from migration/ (driver's TestReleasedMigrationsUnchanged pins
+// them).
 //
-//go:embed testdata/engine_v4/*.sql
-var engineV4FS embed.FS
+//go:embed testdata/engine_v4/002_server.sql
+var oldServerMigration string
 
 // TestUpgradeKeepsServerRows: see upgradetest.Harness.Run.
 func TestUpgradeKeepsServerRows(t *testing.T) {
 	t.Parallel()
 	upgradetest.Harness[*sql.Tx, *Driver]{
-		Old: engineV4FS, OldDir: "testdata/engine_v4",
+		Engine: engineMigrations.Files, EngineDir: engineMigrations.Dir, OldServer: oldServerMigration,
 		Empty: func(t *testing.T) *Driver {
 			drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "test.db"), nil)
 			if err != nil {
