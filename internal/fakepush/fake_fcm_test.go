@@ -1,4 +1,4 @@
-package pushtest_test
+package fakepush
 
 import (
 	"crypto"
@@ -12,11 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/pushtest"
 )
 
 // fcmAccount is the part of a service-account file a token request needs.
@@ -29,7 +29,7 @@ type fcmAccount struct {
 	key          *rsa.PrivateKey
 }
 
-func fcmAccountOf(t *testing.T, fake *pushtest.FakeServer, project string) *fcmAccount {
+func fcmAccountOf(t *testing.T, fake *Server, project string) *fcmAccount {
 	t.Helper()
 	var a fcmAccount
 	if err := json.Unmarshal(fake.FCMServiceAccount(project), &a); err != nil {
@@ -75,7 +75,7 @@ func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c
 	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-func postToken(t *testing.T, fake *pushtest.FakeServer, tokenURI, assertion string) (int, map[string]any) {
+func postToken(t *testing.T, fake *Server, tokenURI, assertion string) (int, map[string]any) {
 	t.Helper()
 	resp, err := fake.Client().PostForm(tokenURI, url.Values{
 		"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"},
@@ -92,7 +92,7 @@ func postToken(t *testing.T, fake *pushtest.FakeServer, tokenURI, assertion stri
 
 func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
+	fake := startServer(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -151,7 +151,7 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 
 func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
+	fake := startServer(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
 	access, _ := grant["access_token"].(string)
@@ -199,7 +199,7 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 
 func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
+	fake := startServer(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	_, tok := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
 	access, _ := tok["access_token"].(string)
@@ -222,13 +222,22 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	}
 }
 
+// handClock is a clock the test moves by hand, as pushtest.Clock (which
+// imports this package, so this package's tests cannot use it).
+type handClock struct{ ns atomic.Int64 }
+
+func (c *handClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *handClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
 // TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
 // expires the access tokens it issued on that clock, not the wall clock, and
 // records its requests' times from it.
 func TestFakeRunsOnItsClock(t *testing.T) {
 	t.Parallel()
-	clock := pushtest.NewClock(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC))
-	fake := pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: clock})
+	clock := &handClock{}
+	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
+	fake := startServer(t, &Options{Clock: clock})
 	acct := fcmAccountOf(t, fake, "proj-a")
 	onClock := func(h, c map[string]any) {
 		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
