@@ -75,6 +75,18 @@ func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c
 	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
+// accessToken is the access token the fake grants for an assertion signed
+// with the account's key (edit as in assertion); t fails without one.
+func (a *fcmAccount) accessToken(t *testing.T, fake *Server, edit func(h, c map[string]any)) string {
+	t.Helper()
+	_, grant := postToken(t, fake, a.TokenURI, a.assertion(t, a.key, edit))
+	access, _ := grant["access_token"].(string)
+	if access == "" {
+		t.Fatalf("no access token: %v", grant)
+	}
+	return access
+}
+
 func postToken(t *testing.T, fake *Server, tokenURI, assertion string) (int, map[string]any) {
 	t.Helper()
 	resp, err := fake.Client().PostForm(tokenURI, url.Values{
@@ -152,12 +164,7 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	t.Parallel()
 	fake := startServer(t, nil)
-	acct := fcmAccountOf(t, fake, "proj-a")
-	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
-	access, _ := grant["access_token"].(string)
-	if access == "" {
-		t.Fatalf("no access token: %v", grant)
-	}
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	send := func(project, bearer string) (int, string) {
 		t.Helper()
 		return postBearer(t, fake, "/fcm/v1/projects/"+project+"/messages:send", bearer,
@@ -200,9 +207,7 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	t.Parallel()
 	fake := startServer(t, nil)
-	acct := fcmAccountOf(t, fake, "proj-a")
-	_, tok := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
-	access, _ := tok["access_token"].(string)
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	for name, body := range map[string]string{
 		"not JSON":        `{"message":`,
 		"unknown field":   `{"message":{"token":"d","andriod":{}}}`,
@@ -245,11 +250,7 @@ func TestFakeRunsOnItsClock(t *testing.T) {
 	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
 		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
 	}
-	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, onClock))
-	access, _ := grant["access_token"].(string)
-	if access == "" {
-		t.Fatalf("an assertion on the fake's clock: no access token: %v", grant)
-	}
+	access := acct.accessToken(t, fake, onClock) // an assertion on the fake's clock
 	send := func() int {
 		t.Helper()
 		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
