@@ -360,12 +360,8 @@ type fcmMessage struct {
 	Topic        string            `json:"topic"`
 	Condition    string            `json:"condition"`
 	Data         map[string]string `json:"data"`
-	Notification *struct {
-		Title string `json:"title"`
-		Body  string `json:"body"`
-		Image string `json:"image"`
-	} `json:"notification"`
-	Android *struct {
+	Notification *v1Notification   `json:"notification"`
+	Android      *struct {
 		CollapseKey           string            `json:"collapse_key"`
 		Priority              string            `json:"priority"`
 		TTL                   string            `json:"ttl"`
@@ -392,6 +388,34 @@ type fcmMessage struct {
 	FCMOptions json.RawMessage `json:"fcm_options"`
 }
 
+// v1Notification is the message's notification object, in FCM's HTTP v1
+// API and in RuStore's, which copies it.
+type v1Notification struct {
+	Title string `json:"title"`
+	Body  string `json:"body"`
+	Image string `json:"image"`
+}
+
+// readV1Send reads the body of a messages:send, FCM's HTTP v1 or RuStore's
+// copy of it, into req, refusing unknown fields as Google's JSON parser
+// does. When it cannot, it answers through refuse (a 400 INVALID_ARGUMENT
+// with that message; invalidJSON comes before the parser's error) and
+// returns ok false.
+func readV1Send(w http.ResponseWriter, r *http.Request, req any, refuse func(message string), invalidJSON string) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		refuse("The request body could not be read.")
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		refuse(invalidJSON + err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
 // protoDuration is a google.protobuf.Duration in JSON ("3600s", "1.5s"),
 // the form of FCM's android.ttl and of RuStore's, which copies it.
 var protoDuration = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,9})?s$`)
@@ -409,16 +433,11 @@ func (f *fakeFCM) send(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/%s' (or it may not exist).", project))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err != nil {
-		fcmRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "The request body could not be read.")
-		return
-	}
 	var req fcmSendRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		fcmRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received. "+err.Error())
+	body, ok := readV1Send(w, r, &req, func(message string) {
+		fcmRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", message)
+	}, "Invalid JSON payload received. ")
+	if !ok {
 		return
 	}
 	if field, problem := checkFCMMessage(req.Message); problem != "" {

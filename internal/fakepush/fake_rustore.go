@@ -1,7 +1,6 @@
 package fakepush
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
@@ -58,12 +57,8 @@ type rustoreSendRequest struct {
 	Message *struct {
 		Token        string            `json:"token"`
 		Data         map[string]string `json:"data"`
-		Notification *struct {
-			Title string `json:"title"`
-			Body  string `json:"body"`
-			Image string `json:"image"`
-		} `json:"notification"`
-		Android *struct {
+		Notification *v1Notification   `json:"notification"`
+		Android      *struct {
 			TTL          string          `json:"ttl"`
 			Notification json.RawMessage `json:"notification"`
 		} `json:"android"`
@@ -77,16 +72,11 @@ func (f *fakeRuStore) send(w http.ResponseWriter, r *http.Request) {
 		rustoreRefuse(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Invalid service token.")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err != nil {
-		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "The request body could not be read.")
-		return
-	}
 	var req rustoreSendRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload: "+err.Error())
+	body, ok := readV1Send(w, r, &req, func(message string) {
+		rustoreRefuse(w, http.StatusBadRequest, "INVALID_ARGUMENT", message)
+	}, "Invalid JSON payload: ")
+	if !ok {
 		return
 	}
 	m := req.Message

@@ -109,31 +109,32 @@ func (s *Server) NewWebPushSubscription() oncepush.Token {
 	return sub.Token()
 }
 
+// autopushErrors are the errno and message Mozilla's autopush answers a
+// status with; any other status gets errno 999, "Unexpected error".
+var autopushErrors = map[int]struct {
+	errno   int
+	message string
+}{
+	http.StatusBadRequest:            {101, "Request did not validate: missing or invalid headers"},
+	http.StatusUnauthorized:          {109, "Request did not validate: missing authorization header"},
+	http.StatusForbidden:             {109, "Request did not validate: invalid VAPID authorization"},
+	http.StatusNotFound:              {102, "Request did not validate: invalid token"},
+	http.StatusGone:                  {106, "Request did not validate: push subscription has unsubscribed or expired."},
+	http.StatusRequestEntityTooLarge: {104, "Request did not validate: body too large"},
+	http.StatusTooManyRequests:       {999, "Too many requests for this subscription"},
+	http.StatusServiceUnavailable:    {201, "Service Unavailable"},
+}
+
 // WebPushError returns a push service's error answer for a status, with a
 // JSON body in the style of Mozilla's autopush ({"code", "errno", "error",
 // "message"}). Add a Retry-After header to the answer's Header for 429/503.
 func WebPushError(status int) Answer {
-	errno, message := 999, "Unexpected error"
-	switch status {
-	case http.StatusBadRequest:
-		errno, message = 101, "Request did not validate: missing or invalid headers"
-	case http.StatusUnauthorized:
-		errno, message = 109, "Request did not validate: missing authorization header"
-	case http.StatusForbidden:
-		errno, message = 109, "Request did not validate: invalid VAPID authorization"
-	case http.StatusNotFound:
-		errno, message = 102, "Request did not validate: invalid token"
-	case http.StatusGone:
-		errno, message = 106, "Request did not validate: push subscription has unsubscribed or expired."
-	case http.StatusRequestEntityTooLarge:
-		errno, message = 104, "Request did not validate: body too large"
-	case http.StatusTooManyRequests:
-		errno, message = 999, "Too many requests for this subscription"
-	case http.StatusServiceUnavailable:
-		errno, message = 201, "Service Unavailable"
+	e, ok := autopushErrors[status]
+	if !ok {
+		e.errno, e.message = 999, "Unexpected error"
 	}
 	body, _ := json.Marshal(map[string]any{
-		"code": status, "errno": errno, "error": http.StatusText(status), "message": message,
+		"code": status, "errno": e.errno, "error": http.StatusText(status), "message": e.message,
 	})
 	return Answer{Status: status, Body: string(body)}
 }

@@ -567,17 +567,7 @@ func TestCredentialAlertIsRateLimited(t *testing.T) {
 func TestJWTReusedAcrossSends(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t)
-	var wg sync.WaitGroup
-	results := make([]oncepush.Result, 50)
-	for i := range results {
-		wg.Go(func() { results[i] = p.Send(t.Context(), submission(i)) })
-	}
-	wg.Wait()
-	for i, res := range results {
-		if res.Outcome != oncepush.OutcomeAccepted {
-			t.Fatalf("send %d: %v %q", i, res.Outcome, res.Text)
-		}
-	}
+	providertest.AllAccepted(t, providertest.SendAll(50, func(i int) oncepush.Result { return p.Send(t.Context(), submission(i)) }))
 	if n := b.fake.Count(); n != 50 {
 		t.Fatalf("fake recorded %d requests, want 50", n)
 	}
@@ -648,12 +638,7 @@ func TestExpiredProviderTokenTwiceIsRetry(t *testing.T) {
 	t.Parallel()
 	// A clock two hours behind: every token it makes is expired for APNs.
 	p, b := setup(t, func(c *apns.Config) { c.Clock = pushtest.NewClock(time.Now().Add(-2 * time.Hour)) })
-	var wg sync.WaitGroup
-	results := make([]oncepush.Result, 10)
-	for i := range results {
-		wg.Go(func() { results[i] = p.Send(t.Context(), submission(i)) })
-	}
-	wg.Wait()
+	results := providertest.SendAll(10, func(i int) oncepush.Result { return p.Send(t.Context(), submission(i)) })
 	for i, res := range results {
 		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
 			t.Fatalf("send %d: %v %q, want retry \"403 ExpiredProviderToken\"", i, res.Outcome, res.Text)
@@ -703,46 +688,58 @@ func TestBadDeviceTokenSafeguard(t *testing.T) {
 	}
 }
 
-func TestBadDeviceTokenMinorityStillDeletes(t *testing.T) {
+// TestBadDeviceTokenSafeguardWindow: with a window of 10 answers, 4 of them
+// needed to trip, BadDeviceToken deletes while at most half the window is
+// BadDeviceToken, and once tripped the safeguard alerts once per window.
+func TestBadDeviceTokenSafeguardWindow(t *testing.T) {
 	t.Parallel()
-	p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
-	bad := pushtest.APNsError(400, "BadDeviceToken")
-	// Alternate good and bad: never more than half bad.
-	for i := range 40 {
-		if i%2 == 1 {
-			b.fake.Program(oncepush.TransportAPNs, deviceToken(i), bad)
-		}
-		res := p.Send(t.Context(), submission(i))
-		want := oncepush.OutcomeAccepted
-		if i%2 == 1 {
-			want = oncepush.OutcomeInvalidToken
-		}
-		if res.Outcome != want {
-			t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
-		}
+	tests := []struct {
+		name   string
+		sends  int
+		bad    func(i int) bool // whether send i is answered BadDeviceToken
+		want   func(i int) oncepush.Outcome
+		errors int
+	}{
+		{
+			// Alternate good and bad: never more than half bad.
+			name: "minority still deletes", sends: 40,
+			bad: func(i int) bool { return i%2 == 1 },
+			want: func(i int) oncepush.Outcome {
+				if i%2 == 1 {
+					return oncepush.OutcomeInvalidToken
+				}
+				return oncepush.OutcomeAccepted
+			},
+		},
+		{
+			// Tripped at answer 4, then once per 10 answers: 14, 24.
+			name: "threshold", sends: 25,
+			bad: func(int) bool { return true },
+			want: func(i int) oncepush.Outcome {
+				if i < 3 {
+					return oncepush.OutcomeInvalidToken
+				}
+				return oncepush.OutcomeRejected
+			},
+			errors: 3,
+		},
 	}
-	if n := b.logs.Errors(); n != 0 {
-		t.Fatalf("%d errors logged, want none", n)
-	}
-}
-
-func TestBadDeviceTokenSafeguardThreshold(t *testing.T) {
-	t.Parallel()
-	p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
-	b.fake.Program(oncepush.TransportAPNs, "", pushtest.APNsError(400, "BadDeviceToken"))
-	for i := range 25 {
-		res := p.Send(t.Context(), submission(i))
-		want := oncepush.OutcomeRejected
-		if i < 3 {
-			want = oncepush.OutcomeInvalidToken
-		}
-		if res.Outcome != want {
-			t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
-		}
-	}
-	// Tripped at answer 4, then once per 10 answers: 14, 24.
-	if n := b.logs.Errors(); n != 3 {
-		t.Fatalf("%d errors logged over 25 answers with a window of 10, want 3", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
+			for i := range tt.sends {
+				if tt.bad(i) {
+					b.fake.Program(oncepush.TransportAPNs, deviceToken(i), pushtest.APNsError(400, "BadDeviceToken"))
+				}
+				if res, want := p.Send(t.Context(), submission(i)), tt.want(i); res.Outcome != want {
+					t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
+				}
+			}
+			if n := b.logs.Errors(); n != tt.errors {
+				t.Fatalf("%d errors logged over %d answers with a window of 10, want %d", n, tt.sends, tt.errors)
+			}
+		})
 	}
 }
 

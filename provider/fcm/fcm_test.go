@@ -14,7 +14,6 @@ import (
 	"maps"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -381,22 +380,9 @@ func TestConcurrentSendsFetchOneToken(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
 	const n = 200
-	results := make([]oncepush.Result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			results[i] = p.Send(context.Background(), submission("concurrent-token-"+jsonInt(int64(i)), b.clock))
-		})
-	}
-	close(start)
-	wg.Wait()
-	for i, r := range results {
-		if r.Outcome != oncepush.OutcomeAccepted {
-			t.Fatalf("send %d: %v %q, want accepted", i, r.Outcome, r.Text)
-		}
-	}
+	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) oncepush.Result {
+		return p.Send(context.Background(), submission("concurrent-token-"+jsonInt(int64(i)), b.clock))
+	}))
 	if got := b.fake.FCMTokenRequests(); got != 1 {
 		t.Errorf("%d concurrent sends made %d token requests, want 1", n, got)
 	}
@@ -462,19 +448,9 @@ func TestConcurrentUnauthorizedSendsShareOneRefresh(t *testing.T) {
 	}
 	b.fake.RevokeFCMAccessTokens()
 	const n = 50
-	var wg sync.WaitGroup
-	results := make([]oncepush.Result, n)
-	for i := range n {
-		wg.Go(func() {
-			results[i] = p.Send(context.Background(), submission("shared-refresh-"+jsonInt(int64(i+1)), b.clock))
-		})
-	}
-	wg.Wait()
-	for i, r := range results {
-		if r.Outcome != oncepush.OutcomeAccepted {
-			t.Fatalf("send %d: %v %q, want accepted", i, r.Outcome, r.Text)
-		}
-	}
+	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) oncepush.Result {
+		return p.Send(context.Background(), submission("shared-refresh-"+jsonInt(int64(i+1)), b.clock))
+	}))
 	if got := b.fake.FCMTokenRequests(); got != 2 {
 		t.Errorf("token requests: %d, want 2 (%d sends refused at once share one refresh)", got, n)
 	}

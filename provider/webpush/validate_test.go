@@ -57,13 +57,26 @@ func checkRefusal(t *testing.T, p *webpush.Provider, endpoint string, wantOK boo
 	}
 }
 
+// endpointCase is an endpoint and whether ValidateToken accepts it.
+type endpointCase struct {
+	endpoint string
+	ok       bool
+}
+
+// checkEndpoints checks each case on a provider with the default allow-list
+// and returns the provider.
+func checkEndpoints(t *testing.T, cases []endpointCase) *webpush.Provider {
+	t.Helper()
+	p := newProvider(t, webpush.Config{})
+	for _, tc := range cases {
+		checkRefusal(t, p, tc.endpoint, tc.ok)
+	}
+	return p
+}
+
 func TestValidateTokenDefaultAllowList(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, webpush.Config{})
-	for _, tc := range []struct {
-		endpoint string
-		ok       bool
-	}{
+	p := checkEndpoints(t, []endpointCase{
 		{"https://fcm.googleapis.com/fcm/send/dGhpcyBpcyBh:APA91bEzzz", true},
 		{"https://FCM.googleapis.com/fcm/send/dGhpcyBpcyBh", true},
 		{"https://updates.push.services.mozilla.com/wpush/v2/gAAAAABnxyz", true},
@@ -76,9 +89,7 @@ func TestValidateTokenDefaultAllowList(t *testing.T) {
 		{"https://push.example.com/sub/abcdefgh", false},
 		{"https://127.0.0.1/sub/abcdefgh", false},
 		{"https://8.8.8.8/sub/abcdefgh", false},
-	} {
-		checkRefusal(t, p, tc.endpoint, tc.ok)
-	}
+	})
 	// The subscription's own shape is checked too.
 	if err := p.ValidateToken(oncepush.Token(`{"endpoint":"http://fcm.googleapis.com/fcm/send/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`)); err == nil {
 		t.Error("an http endpoint was accepted")
@@ -145,11 +156,7 @@ func TestValidateTokenExplicitOptIns(t *testing.T) {
 // Go's parser (and so the dialler) sees is on the allow-list.
 func TestValidateTokenURLTricks(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, webpush.Config{})
-	for _, tc := range []struct {
-		endpoint string
-		ok       bool
-	}{
+	checkEndpoints(t, []endpointCase{
 		{"https://fcm.googleapis.com@127.0.0.1/fcm/send/abcdefgh", false},        // user info
 		{"https://fcm.googleapis.com:443@evil.example/fcm/send/abcdefgh", false}, // user info with a "port"
 		{`https://evil.example\@fcm.googleapis.com/fcm/send/abcdefgh`, false},    // a backslash browsers read as "/"
@@ -173,7 +180,5 @@ func TestValidateTokenURLTricks(t *testing.T) {
 		{"https://xn--tda.push.apple.com/abcdefgh", true},                        // punycode under a wildcard
 		{"https://fcm.googleapis.com./fcm/send/abcdefgh", true},                  // the root's dot: the same host
 		{"HTTPS://FCM.GOOGLEAPIS.COM/fcm/send/abcdefgh", true},                   // case
-	} {
-		checkRefusal(t, p, tc.endpoint, tc.ok)
-	}
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -150,19 +149,12 @@ func TestSendConcurrent(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = b.fake.NewWebPushSubscription()
 	}
-	var wg sync.WaitGroup
-	results := make([]oncepush.Result, 24)
-	for i := range results {
-		wg.Go(func() { results[i] = p.Send(context.Background(), b.submission(tokens[i%len(tokens)])) })
-	}
-	wg.Wait()
-	for i, res := range results {
-		if res.Outcome != oncepush.OutcomeAccepted {
-			t.Errorf("send %d: %v %q", i, res.Outcome, res.Text)
-		}
-	}
-	if n := b.fake.Count(); n != len(results) {
-		t.Errorf("fake recorded %d requests, want %d", n, len(results))
+	const sends = 24
+	providertest.AllAccepted(t, providertest.SendAll(sends, func(i int) oncepush.Result {
+		return p.Send(context.Background(), b.submission(tokens[i%len(tokens)]))
+	}))
+	if n := b.fake.Count(); n != sends {
+		t.Errorf("fake recorded %d requests, want %d", n, sends)
 	}
 }
 

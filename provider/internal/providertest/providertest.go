@@ -127,6 +127,34 @@ func CheckResult(t testing.TB, got, want oncepush.Result) {
 	}
 }
 
+// SendAll makes n sends at once, send(i) the i-th, and returns their results
+// in order. They start together, so they race for what the provider shares
+// (an access token, a provider JWT, a connection).
+func SendAll(n int, send func(i int) oncepush.Result) []oncepush.Result {
+	results := make([]oncepush.Result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i] = send(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+// AllAccepted fails t unless every result is accepted.
+func AllAccepted(t testing.TB, results []oncepush.Result) {
+	t.Helper()
+	for i, res := range results {
+		if res.Outcome != oncepush.OutcomeAccepted {
+			t.Fatalf("send %d: %v %q, want accepted", i, res.Outcome, res.Text)
+		}
+	}
+}
+
 // ClosedAddr returns a local address ("127.0.0.1:port") nothing listens on:
 // a dial to it is refused, so a request to it is never sent.
 func ClosedAddr(t testing.TB) string {

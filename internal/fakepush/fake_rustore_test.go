@@ -1,4 +1,4 @@
-package pushtest_test
+package fakepush
 
 import (
 	"net/http"
@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/pushtest"
 )
 
 func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
+	fake := startServer(t, nil)
 	send := func(bearer string) (int, string) {
 		t.Helper()
 		return postBearer(t, fake, "/rustore/v1/projects/p1/messages:send", bearer,

@@ -1,4 +1,4 @@
-package pushtest_test
+package fakepush
 
 import (
 	"bytes"
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/pushtest"
 )
 
 const apnsToken = "8f1d0e6a1c3b5d7f9e2a4c6e8b0d2f4a6c8e0a2b4d6f8a0c2e4a6b8d0f2a4c6e"
@@ -59,7 +58,7 @@ func (j apnsJWT) String() string {
 }
 
 // validJWT is a token the fake must accept.
-func validJWT(t *testing.T, s *pushtest.FakeServer) apnsJWT {
+func validJWT(t *testing.T, s *Server) apnsJWT {
 	t.Helper()
 	p8, keyID, teamID := s.APNsKey()
 	block, _ := pem.Decode(p8)
@@ -80,11 +79,11 @@ func validJWT(t *testing.T, s *pushtest.FakeServer) apnsJWT {
 	return apnsJWT{key: key, alg: "ES256", kid: keyID, iss: teamID, iat: time.Now()}
 }
 
-func h2Client(s *pushtest.FakeServer) *http.Client {
+func h2Client(s *Server) *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: s.TLSConfig(), ForceAttemptHTTP2: true}}
 }
 
-func h1Client(s *pushtest.FakeServer) *http.Client {
+func h1Client(s *Server) *http.Client {
 	tr := &http.Transport{TLSClientConfig: s.TLSConfig(), Protocols: new(http.Protocols)}
 	tr.Protocols.SetHTTP1(true)
 	return &http.Client{Transport: tr}
@@ -106,7 +105,7 @@ type apnsAnswer struct {
 	body   []byte
 }
 
-func post(t *testing.T, s *pushtest.FakeServer, c apnsCall) apnsAnswer {
+func post(t *testing.T, s *Server, c apnsCall) apnsAnswer {
 	t.Helper()
 	if c.token == "" {
 		c.token = apnsToken
@@ -140,7 +139,7 @@ func post(t *testing.T, s *pushtest.FakeServer, c apnsCall) apnsAnswer {
 
 func TestFakeAPNsAccepts(t *testing.T) {
 	t.Parallel()
-	s := pushtest.NewFakeServer(t)
+	s := startServer(t, nil)
 	jwt := validJWT(t, s).String()
 	const id = "4e3f2a1b-0c9d-5e8f-a7b6-c5d4e3f2a1b0"
 	ans := post(t, s, apnsCall{client: h2Client(s), auth: "bearer " + jwt, header: map[string]string{
@@ -183,7 +182,7 @@ func TestFakeAPNsAccepts(t *testing.T) {
 
 func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 	t.Parallel()
-	s := pushtest.NewFakeServer(t)
+	s := startServer(t, nil)
 	good := validJWT(t, s)
 	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	with := func(edit func(*apnsJWT)) string {
@@ -235,7 +234,7 @@ func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 
 func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 	t.Parallel()
-	s := pushtest.NewFakeServer(t)
+	s := startServer(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	tests := []struct {
 		name   string
@@ -269,10 +268,10 @@ func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 
 func TestFakeAPNsProgrammedAnswers(t *testing.T) {
 	t.Parallel()
-	s := pushtest.NewFakeServer(t)
+	s := startServer(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	before := time.Now().Truncate(time.Millisecond)
-	s.Program(oncepush.TransportAPNs, apnsToken, pushtest.APNsError(410, "Unregistered"), pushtest.APNsError(400, "BadTopic"))
+	s.Program(oncepush.TransportAPNs, apnsToken, APNsError(410, "Unregistered"), APNsError(400, "BadTopic"))
 	ans := post(t, s, apnsCall{client: h2Client(s), auth: auth})
 	var body struct {
 		Reason    string

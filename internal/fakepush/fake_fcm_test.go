@@ -1,4 +1,4 @@
-package pushtest_test
+package fakepush
 
 import (
 	"crypto"
@@ -12,11 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/pushtest"
 )
 
 // fcmAccount is the part of a service-account file a token request needs.
@@ -29,7 +29,7 @@ type fcmAccount struct {
 	key          *rsa.PrivateKey
 }
 
-func fcmAccountOf(t *testing.T, fake *pushtest.FakeServer, project string) *fcmAccount {
+func fcmAccountOf(t *testing.T, fake *Server, project string) *fcmAccount {
 	t.Helper()
 	var a fcmAccount
 	if err := json.Unmarshal(fake.FCMServiceAccount(project), &a); err != nil {
@@ -75,7 +75,19 @@ func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c
 	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-func postToken(t *testing.T, fake *pushtest.FakeServer, tokenURI, assertion string) (int, map[string]any) {
+// accessToken is the access token the fake grants for an assertion signed
+// with the account's key (edit as in assertion); t fails without one.
+func (a *fcmAccount) accessToken(t *testing.T, fake *Server, edit func(h, c map[string]any)) string {
+	t.Helper()
+	_, grant := postToken(t, fake, a.TokenURI, a.assertion(t, a.key, edit))
+	access, _ := grant["access_token"].(string)
+	if access == "" {
+		t.Fatalf("no access token: %v", grant)
+	}
+	return access
+}
+
+func postToken(t *testing.T, fake *Server, tokenURI, assertion string) (int, map[string]any) {
 	t.Helper()
 	resp, err := fake.Client().PostForm(tokenURI, url.Values{
 		"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"},
@@ -92,7 +104,7 @@ func postToken(t *testing.T, fake *pushtest.FakeServer, tokenURI, assertion stri
 
 func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
+	fake := startServer(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -151,13 +163,8 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 
 func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
-	acct := fcmAccountOf(t, fake, "proj-a")
-	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
-	access, _ := grant["access_token"].(string)
-	if access == "" {
-		t.Fatalf("no access token: %v", grant)
-	}
+	fake := startServer(t, nil)
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	send := func(project, bearer string) (int, string) {
 		t.Helper()
 		return postBearer(t, fake, "/fcm/v1/projects/"+project+"/messages:send", bearer,
@@ -199,10 +206,8 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 
 func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	t.Parallel()
-	fake := pushtest.NewFakeServer(t)
-	acct := fcmAccountOf(t, fake, "proj-a")
-	_, tok := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil))
-	access, _ := tok["access_token"].(string)
+	fake := startServer(t, nil)
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	for name, body := range map[string]string{
 		"not JSON":        `{"message":`,
 		"unknown field":   `{"message":{"token":"d","andriod":{}}}`,
@@ -222,13 +227,22 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	}
 }
 
+// handClock is a clock the test moves by hand, as pushtest.Clock (which
+// imports this package, so this package's tests cannot use it).
+type handClock struct{ ns atomic.Int64 }
+
+func (c *handClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *handClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
 // TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
 // expires the access tokens it issued on that clock, not the wall clock, and
 // records its requests' times from it.
 func TestFakeRunsOnItsClock(t *testing.T) {
 	t.Parallel()
-	clock := pushtest.NewClock(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC))
-	fake := pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: clock})
+	clock := &handClock{}
+	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
+	fake := startServer(t, &Options{Clock: clock})
 	acct := fcmAccountOf(t, fake, "proj-a")
 	onClock := func(h, c map[string]any) {
 		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
@@ -236,11 +250,7 @@ func TestFakeRunsOnItsClock(t *testing.T) {
 	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
 		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
 	}
-	_, grant := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, onClock))
-	access, _ := grant["access_token"].(string)
-	if access == "" {
-		t.Fatalf("an assertion on the fake's clock: no access token: %v", grant)
-	}
+	access := acct.accessToken(t, fake, onClock) // an assertion on the fake's clock
 	send := func() int {
 		t.Helper()
 		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
