@@ -1,14 +1,21 @@
+// A database file that cannot take a write: it is full (SQLite's
+// max_page_count), another process's writer holds the lock past the busy
+// timeout, or the handle is closed. A full disk loses nothing; a busy or
+// closed database is told apart from a statement that failed.
+
 package sqlite_test
 
 import (
-	"database/sql"
+	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -22,11 +29,7 @@ func TestDiskFullLosesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path, _ := migrated(t)
-	db, err := sql.Open("sqlite", sqlite.DSN(path, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := rawDB(t, path)
 	db.SetMaxOpenConns(1) // the page limit is a setting of the connection
 	drv := sqlite.New(db)
 	fcm := pushtest.NewProvider(oncepush.TransportFCM)
@@ -87,5 +90,51 @@ func TestDiskFullLosesNothing(t *testing.T) {
 	var messages int
 	if err := db.QueryRow("SELECT count(*) FROM oncepush_message").Scan(&messages); err != nil || messages != 1 {
 		t.Fatalf("%d messages stored (%v): the refused send left a part of itself", messages, err)
+	}
+}
+
+func TestUnavailableTellsABusyOrClosedDatabaseFromAFailedStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "oncepush.db")
+	drv := open(t, path, &sqlite.Options{BusyTimeout: 20 * time.Millisecond})
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, undefined := drv.DB().ExecContext(ctx, "SELECT * FROM no_such_table")
+
+	// Another process's writer holds the lock past the busy timeout.
+	conn, err := rawDB(t, path).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	_, busy := drv.DB().ExecContext(ctx, "DELETE FROM oncepush_message")
+	_, _ = conn.ExecContext(ctx, "ROLLBACK")
+	_ = conn.Close()
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"busy past the timeout", busy, true},
+		{"the driver's own wait", fmt.Errorf("register: %w", sqlite.ErrBusy), true},
+		{"undefined table", undefined, false},
+		{"not found", driver.ErrNotFound, false},
+		{"nil", nil, false},
+	} {
+		if got := drv.Unavailable(tc.err); got != tc.want {
+			t.Errorf("%s (%v): Unavailable = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, closed := drv.DB().ExecContext(ctx, "SELECT 1")
+	if !drv.Unavailable(closed) {
+		t.Errorf("after Close (%v): Unavailable = false", closed)
 	}
 }
