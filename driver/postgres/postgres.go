@@ -27,13 +27,13 @@ import (
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
 
-//go:embed queries.sql
-var queryFS embed.FS
+// sqlFS holds the driver's SQL: the engine's queries and migrations, and the
+// server's (server.go).
+//
+//go:embed queries.sql migration/*.sql server_queries.sql servermigration/*.sql
+var sqlFS embed.FS
 
-//go:embed migration/*.sql
-var migrationFS embed.FS
-
-var q = sqlfile.MustParse(queryFS, "queries.sql")
+var q = sqlfile.MustParse(sqlFS, "queries.sql")
 
 // Channel is the LISTEN/NOTIFY channel; the payload is the schema name.
 const Channel = "oncepush_wake"
@@ -118,7 +118,7 @@ type migrations struct {
 }
 
 var engineMigrations = &migrations{
-	Sequence: migrate.Sequence{Driver: "postgres", Files: migrationFS, Dir: "migration"},
+	Sequence: migrate.Sequence{Driver: "postgres", Files: sqlFS, Dir: "migration"},
 	lock:     q.Get("MigrationLock"), create: q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
 	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
 }

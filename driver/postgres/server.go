@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"embed"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,17 +15,11 @@ import (
 
 // The server's state: its own queries and migrations, beside the engine's.
 
-//go:embed server_queries.sql
-var serverQueryFS embed.FS
-
-//go:embed servermigration/*.sql
-var serverMigrationFS embed.FS
-
 // sq holds the server's named queries, as q holds the engine's.
-var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
+var sq = sqlfile.MustParse(sqlFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	Sequence: migrate.Sequence{Driver: "postgres", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	Sequence: migrate.Sequence{Driver: "postgres", What: "server ", Files: sqlFS, Dir: "servermigration"},
 	lock:     sq.Get("ServerMigrationLock"), create: sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }

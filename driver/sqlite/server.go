@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -16,17 +15,11 @@ import (
 
 // The server's state: its own queries and migrations, beside the engine's.
 
-//go:embed server_queries.sql
-var serverQueryFS embed.FS
-
-//go:embed servermigration/*.sql
-var serverMigrationFS embed.FS
-
 // sq holds the server's named queries, as q holds the engine's.
-var sq = sqlfile.MustParse(serverQueryFS, "server_queries.sql")
+var sq = sqlfile.MustParse(sqlFS, "server_queries.sql")
 
 var serverMigrations = &migrations{
-	Sequence: migrate.Sequence{Driver: "sqlite", What: "server ", Files: serverMigrationFS, Dir: "servermigration"},
+	Sequence: migrate.Sequence{Driver: "sqlite", What: "server ", Files: sqlFS, Dir: "servermigration"},
 	create:   sq.Get("ServerMigrationTableCreate"), list: sq.Get("ServerMigrationList"),
 	insert: sq.Get("ServerMigrationInsert"), exists: sq.Get("ServerMigrationTableExists"),
 }

@@ -50,13 +50,13 @@ import (
 	"github.com/oncepush/oncepush/internal/sqlfile"
 )
 
-//go:embed queries.sql
-var queryFS embed.FS
+// sqlFS holds the driver's SQL: the engine's queries and migrations, and the
+// server's (server.go).
+//
+//go:embed queries.sql migration/*.sql server_queries.sql servermigration/*.sql
+var sqlFS embed.FS
 
-//go:embed migration/*.sql
-var migrationFS embed.FS
-
-var q = sqlfile.MustParse(queryFS, "queries.sql")
+var q = sqlfile.MustParse(sqlFS, "queries.sql")
 
 // Defaults of Options.
 const (
@@ -477,7 +477,7 @@ type migrations struct {
 }
 
 var engineMigrations = &migrations{
-	Sequence: migrate.Sequence{Driver: "sqlite", Files: migrationFS, Dir: "migration"},
+	Sequence: migrate.Sequence{Driver: "sqlite", Files: sqlFS, Dir: "migration"},
 	create:   q.Get("MigrationTableCreate"), list: q.Get("MigrationList"),
 	insert: q.Get("MigrationInsert"), exists: q.Get("MigrationTableExists"),
 }
