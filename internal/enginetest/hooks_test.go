@@ -6,17 +6,21 @@ import (
 	"time"
 )
 
-func TestNilHooksDoNothing(t *testing.T) {
-	t.Parallel()
-	var h *Hooks
+// callEach calls each of the hooks once.
+func callEach(h *Hooks) {
 	h.ClaimCommitted(1, 2)
 	h.SendStarting(1)
 	h.RecordCommitting(1)
 	h.RecordFailed(1, nil, true)
-	h.WorkerIdle(0, false)
+	h.WorkerIdle(1, true)
 	h.StopWaiting()
 	h.CleanupDone()
-	(&Hooks{}).ClaimCommitted(1, 2) // unset fields too
+}
+
+func TestNilHooksDoNothing(t *testing.T) {
+	t.Parallel()
+	callEach(nil)
+	callEach(&Hooks{}) // unset fields too
 	if From(context.Background()) != nil {
 		t.Fatal("a context without hooks has hooks")
 	}
@@ -40,13 +44,7 @@ func TestHooksTravelInTheContext(t *testing.T) {
 	if got != h {
 		t.Fatal("hooks lost on the way through derived contexts")
 	}
-	got.ClaimCommitted(1, 2)
-	got.SendStarting(1)
-	got.RecordCommitting(1)
-	got.RecordFailed(1, nil, false)
-	got.WorkerIdle(1, true)
-	got.StopWaiting()
-	got.CleanupDone()
+	callEach(got)
 	for name, c := range map[string]*Counter{"claims": &claims, "sends": &sends, "records": &records, "failures": &failures,
 		"idle": &idle, "stops": &stops, "cleanups": &cleanups} {
 		if c.Count() != 1 {
