@@ -35,6 +35,14 @@ type countingExec struct {
 	n *atomic.Int64
 }
 
+// countUnlessEmpty counts a statement of n rows; the drivers run none for no
+// rows.
+func (e *countingExec) countUnlessEmpty(n int) {
+	if n > 0 {
+		e.n.Add(1)
+	}
+}
+
 func (e *countingExec) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
 	e.n.Add(1)
 	return e.Executor.DeliveryClaim(ctx, p)
@@ -56,30 +64,22 @@ func (e *countingExec) DeviceAttemptListByDeliveries(ctx context.Context, ids []
 }
 
 func (e *countingExec) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
-	if len(p.Updates) > 0 {
-		e.n.Add(1)
-	}
+	e.countUnlessEmpty(len(p.Updates))
 	return e.Executor.DeliveryUpdateMany(ctx, p)
 }
 
 func (e *countingExec) DeviceAttemptUpsertMany(ctx context.Context, p *driver.DeviceAttemptUpsertManyParams) error {
-	if len(p.Rows) > 0 {
-		e.n.Add(1)
-	}
+	e.countUnlessEmpty(len(p.Rows))
 	return e.Executor.DeviceAttemptUpsertMany(ctx, p)
 }
 
 func (e *countingExec) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
-	if len(p.Pairs) > 0 {
-		e.n.Add(1)
-	}
+	e.countUnlessEmpty(len(p.Pairs))
 	return e.Executor.DeviceAttemptMarkSending(ctx, p)
 }
 
 func (e *countingExec) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
-	if len(keys) > 0 {
-		e.n.Add(1)
-	}
+	e.countUnlessEmpty(len(keys))
 	return e.Executor.DeviceDeleteMany(ctx, keys)
 }
 
