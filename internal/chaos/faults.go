@@ -473,6 +473,13 @@ func (inj *injector) harnessViolation(kind, detail string) {
 	inj.harnErr = append(inj.harnErr, Violation{Kind: kind, Detail: detail})
 }
 
+// slotsNow is a copy of the worker slots, taken under the lock.
+func (inj *injector) slotsNow() []*slot {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	return append([]*slot(nil), inj.slots...)
+}
+
 // checkAlive notes a worker that ended without being killed: a crash of its own.
 func (inj *injector) checkAlive(s *slot) error {
 	if s.proc.exited() {
@@ -483,9 +490,7 @@ func (inj *injector) checkAlive(s *slot) error {
 
 // revive starts again, noting it, a worker that ended without being killed.
 func (inj *injector) revive(ctx context.Context) error {
-	inj.mu.Lock()
-	slots := append([]*slot(nil), inj.slots...)
-	inj.mu.Unlock()
+	slots := inj.slotsNow()
 	for i, s := range slots {
 		inj.mu.Lock()
 		crashed := !s.busy && s.proc.exited()
@@ -504,9 +509,7 @@ func (inj *injector) revive(ctx context.Context) error {
 // worker that ended on its own is noted and started again) and that the API
 // answers.
 func (inj *injector) allWorking(ctx context.Context) error {
-	inj.mu.Lock()
-	slots := append([]*slot(nil), inj.slots...)
-	inj.mu.Unlock()
+	slots := inj.slotsNow()
 	for i, s := range slots {
 		if s.proc.exited() {
 			_ = inj.checkAlive(s)
@@ -524,9 +527,7 @@ func (inj *injector) allWorking(ctx context.Context) error {
 
 // stopWorkers sends SIGTERM to every worker: each must finish and exit 0.
 func (inj *injector) stopWorkers() []Violation {
-	inj.mu.Lock()
-	slots := append([]*slot(nil), inj.slots...)
-	inj.mu.Unlock()
+	slots := inj.slotsNow()
 	for _, s := range slots {
 		_ = s.proc.signal(syscall.SIGTERM)
 	}
@@ -547,9 +548,7 @@ func (inj *injector) stopWorkers() []Violation {
 
 // killWorkers kills whatever workers are left (on an early return).
 func (inj *injector) killWorkers() {
-	inj.mu.Lock()
-	slots := append([]*slot(nil), inj.slots...)
-	inj.mu.Unlock()
+	slots := inj.slotsNow()
 	for _, s := range slots {
 		_ = s.proc.signal(syscall.SIGCONT)
 		_ = s.proc.kill()
