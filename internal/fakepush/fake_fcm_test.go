@@ -1,14 +1,10 @@
 package fakepush
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/url"
 	"strings"
@@ -35,15 +31,12 @@ func fcmAccountOf(t *testing.T, fake *Server, project string) *fcmAccount {
 	if err := json.Unmarshal(fake.FCMServiceAccount(project), &a); err != nil {
 		t.Fatalf("FCMServiceAccount is not JSON: %v", err)
 	}
-	block, _ := pem.Decode([]byte(a.PrivateKey))
-	if block == nil {
-		t.Fatal("private_key is not PEM")
+	k := parsePKCS8PEM(t, "private_key", []byte(a.PrivateKey))
+	key, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		t.Fatalf("private_key is %T, want an RSA key", k)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		t.Fatalf("private_key: %v", err)
-	}
-	a.key = k.(*rsa.PrivateKey)
+	a.key = key
 	return &a
 }
 
@@ -62,17 +55,8 @@ func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c
 	if edit != nil {
 		edit(h, c)
 	}
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	signed := enc(h) + "." + enc(c)
-	digest := sha256.Sum256([]byte(signed))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+	input, sig := signJWS(key, h, c)
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // accessToken is the access token the fake grants for an assertion signed

@@ -268,6 +268,16 @@ func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.cert.Raw})
 }
 
+// pkcs8PEM encodes a private key the way Apple's .p8 files and Google's
+// service-account files carry one: PKCS #8 in a PEM "PRIVATE KEY" block.
+func pkcs8PEM(key any) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
 // Client returns an HTTP client that trusts the server.
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 

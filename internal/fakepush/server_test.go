@@ -2,6 +2,8 @@ package fakepush
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +24,21 @@ func startServer(t *testing.T, opts *Options) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// parsePKCS8PEM reads a private key the fake handed out (what names it for
+// the failure): a PEM "PRIVATE KEY" block holding PKCS #8.
+func parsePKCS8PEM(t *testing.T, what string, b []byte) any {
+	t.Helper()
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		t.Fatalf("%s is not a PEM PRIVATE KEY: %q", what, b)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s is not PKCS #8: %v", what, err)
+	}
+	return k
 }
 
 // postBearer posts a JSON body to the fake at path, with bearer as the
