@@ -117,7 +117,7 @@ func post(t *testing.T, s *Server, c apnsCall) apnsAnswer {
 
 func TestFakeAPNsAccepts(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	jwt := validJWT(t, s).String()
 	const id = "4e3f2a1b-0c9d-5e8f-a7b6-c5d4e3f2a1b0"
 	ans := post(t, s, apnsCall{client: h2Client(s), auth: "bearer " + jwt, header: map[string]string{
@@ -160,7 +160,7 @@ func TestFakeAPNsAccepts(t *testing.T) {
 
 func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	good := validJWT(t, s)
 	otherKey := newES256Key(t)
 	with := func(edit func(*apnsJWT)) string {
@@ -212,7 +212,7 @@ func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 
 func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	tests := []struct {
 		name   string
@@ -246,7 +246,7 @@ func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 
 func TestFakeAPNsProgrammedAnswers(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	before := time.Now().Truncate(time.Millisecond)
 	s.Program(oncepush.TransportAPNs, apnsToken, APNsError(410, "Unregistered"), APNsError(400, "BadTopic"))

@@ -88,7 +88,7 @@ func postToken(t *testing.T, fake *Server, tokenURI, assertion string) (int, map
 
 func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -147,7 +147,7 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 
 func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	send := func(project, bearer string) (int, string) {
 		t.Helper()
@@ -190,7 +190,7 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 
 func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	for name, body := range map[string]string{
 		"not JSON":        `{"message":`,
@@ -226,7 +226,7 @@ func TestFakeRunsOnItsClock(t *testing.T) {
 	t.Parallel()
 	clock := &handClock{}
 	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
-	fake := startServer(t, &Options{Clock: clock})
+	fake := StartForTest(t, &Options{Clock: clock})
 	acct := fcmAccountOf(t, fake, "proj-a")
 	onClock := func(h, c map[string]any) {
 		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()

@@ -97,7 +97,7 @@ func (v wpVAPID) String() string {
 
 func TestFakeWebPushProtocol(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	// A subscription holding RFC 8291's keys, so its example body is a valid push.
 	const vectorID = "rfc8291"
 	s.webpush().mu.Lock()
@@ -224,7 +224,7 @@ func TestFakeWebPushProtocol(t *testing.T) {
 
 func TestNewWebPushSubscription(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	a, b := s.NewWebPushSubscription(), s.NewWebPushSubscription()
 	if a == b {
 		t.Fatal("two subscriptions are equal")

@@ -189,6 +189,27 @@ type Options struct {
 	Clock oncepush.Clock
 }
 
+// TB is the part of testing.TB that StartForTest uses; the package does
+// not import testing, so that the fake-providers binary does not link it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// StartForTest starts a fake server with opts for the test t and closes it
+// when the test ends, failing t if it cannot start: pushtest's
+// NewFakeServerWith, and the package's own tests.
+func StartForTest(t TB, opts *Options) *Server {
+	t.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		t.Fatalf("pushtest: start fake server: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // Start starts a fake server; Close stops it.
 func Start(opts *Options) (*Server, error) {
 	if opts == nil {

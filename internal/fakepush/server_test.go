@@ -14,18 +14,6 @@ import (
 	"github.com/oncepush/oncepush"
 )
 
-// startServer starts a fake server with opts for the test and closes it when
-// the test ends, as pushtest.NewFakeServerWith does.
-func startServer(t *testing.T, opts *Options) *Server {
-	t.Helper()
-	s, err := Start(opts)
-	if err != nil {
-		t.Fatalf("start fake server: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 // parsePKCS8PEM reads a private key the fake handed out (what names it for
 // the failure): a PEM "PRIVATE KEY" block holding PKCS #8.
 func parsePKCS8PEM(t *testing.T, what string, b []byte) any {
@@ -85,7 +73,7 @@ func rustorePost(ctx context.Context, fake *Server, token string) (int, error) {
 // requests that were answered or dropped, as they always did.
 func TestFakeRecordsAtArrival(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	fake.Program(oncepush.TransportRuStore, "held-1", Answer{Latency: time.Hour})
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -153,7 +141,7 @@ func TestFakeRecordsAtArrival(t *testing.T) {
 func TestFakeMix(t *testing.T) {
 	t.Parallel()
 	draws := func(seed uint64) []int {
-		fake := startServer(t, nil)
+		fake := StartForTest(t, nil)
 		if err := fake.Mix(oncepush.TransportRuStore, seed,
 			Choice{Weight: 3, Answer: Answer{}},
 			Choice{Weight: 1, Answer: RuStoreError(503, "UNAVAILABLE", "busy")},
@@ -188,7 +176,7 @@ func TestFakeMix(t *testing.T) {
 		t.Errorf("%d of 200 answers were 503, want about a quarter", busy)
 	}
 
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	if err := fake.Mix(oncepush.TransportFCM, 1, Choice{Weight: 0}); err == nil {
 		t.Error("a zero weight was accepted")
 	}
