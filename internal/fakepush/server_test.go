@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +180,48 @@ func TestFakeMix(t *testing.T) {
 	fake := StartForTest(t, nil)
 	if err := fake.Mix(oncepush.TransportFCM, 1, Choice{Weight: 0}); err == nil {
 		t.Error("a zero weight was accepted")
+	}
+}
+
+// handClock is a clock the test moves by hand, as pushtest.Clock (which
+// imports this package, so this package's tests cannot use it).
+type handClock struct{ ns atomic.Int64 }
+
+func (c *handClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *handClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
+// expires the access tokens it issued on that clock, not the wall clock, and
+// records its requests' times from it.
+func TestFakeRunsOnItsClock(t *testing.T) {
+	t.Parallel()
+	clock := &handClock{}
+	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
+	fake := StartForTest(t, &Options{Clock: clock})
+	acct := fcmAccountOf(t, fake, "proj-a")
+	onClock := func(h, c map[string]any) {
+		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
+	}
+	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
+		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
+	}
+	access := acct.accessToken(t, fake, onClock) // an assertion on the fake's clock
+	send := func() int {
+		t.Helper()
+		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`)
+		return status
+	}
+	clock.Advance(59 * time.Minute)
+	if status := send(); status != http.StatusOK {
+		t.Fatalf("a token 59 minutes old on the fake's clock: %d, want 200", status)
+	}
+	if r := fake.Requests()[0]; !r.ReceivedAt.Equal(clock.Now()) || !r.At.Equal(clock.Now()) {
+		t.Errorf("recorded at %v / %v, want the fake's now %v", r.ReceivedAt, r.At, clock.Now())
+	}
+	clock.Advance(time.Minute)
+	if status := send(); status != http.StatusUnauthorized {
+		t.Fatalf("a token an hour old on the fake's clock: %d, want 401", status)
 	}
 }
