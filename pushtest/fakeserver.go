@@ -81,12 +81,7 @@ func NewFakeServer(t testing.TB) *FakeServer {
 // NewFakeServerWith is NewFakeServer with options: say, the test's Clock.
 func NewFakeServerWith(t testing.TB, opts *FakeOptions) *FakeServer {
 	t.Helper()
-	s, err := StartFakeServer(opts)
-	if err != nil {
-		t.Fatalf("pushtest: start fake server: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return fakepush.StartForTest(t, opts)
 }
 
 // StartFakeServer starts a fake server; Close stops it.

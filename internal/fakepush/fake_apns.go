@@ -4,15 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,14 +56,14 @@ func newFakeAPNs(s *Server) *fakeAPNs {
 	if err != nil {
 		panic("pushtest: generate the fake APNs signing key: " + err.Error())
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	p8, err := pkcs8PEM(key)
 	if err != nil {
 		panic("pushtest: encode the fake APNs signing key: " + err.Error())
 	}
 	f := &fakeAPNs{
 		s:      s,
 		key:    key,
-		p8:     pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		p8:     p8,
 		keyID:  appleID(),
 		teamID: appleID(),
 		tokens: map[string]struct{}{},
@@ -211,7 +207,6 @@ func (f *fakeAPNs) authorize(auth string) (status int, reason string) {
 	if len(parts) != 3 {
 		return forbidden, "InvalidProviderToken"
 	}
-	enc := base64.RawURLEncoding
 	var header struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
@@ -220,11 +215,8 @@ func (f *fakeAPNs) authorize(auth string) (status int, reason string) {
 		Iss string `json:"iss"`
 		Iat *int64 `json:"iat"`
 	}
-	hb, err1 := enc.DecodeString(parts[0])
-	cb, err2 := enc.DecodeString(parts[1])
-	sig, err3 := enc.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil ||
-		json.Unmarshal(hb, &header) != nil || json.Unmarshal(cb, &claims) != nil {
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || decodeJWTPart(parts[0], &header) != nil || decodeJWTPart(parts[1], &claims) != nil {
 		return forbidden, "InvalidProviderToken"
 	}
 	if header.Alg != "ES256" || header.Kid != f.keyID || claims.Iss != f.teamID || claims.Iat == nil || len(sig) != 64 {
@@ -236,9 +228,7 @@ func (f *fakeAPNs) authorize(auth string) (status int, reason string) {
 	_, known := f.tokens[jwt]
 	f.mu.Unlock()
 	if !known {
-		digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-		if !ecdsa.Verify(&f.key.PublicKey, digest[:], r, s) {
+		if !verifyES256(&f.key.PublicKey, parts, sig) {
 			return forbidden, "InvalidProviderToken"
 		}
 		f.mu.Lock()

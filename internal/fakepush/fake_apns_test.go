@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"regexp"
@@ -35,40 +31,22 @@ type apnsJWT struct {
 }
 
 func (j apnsJWT) String() string {
-	enc := base64.RawURLEncoding
-	h, _ := json.Marshal(map[string]string{"alg": j.alg, "kid": j.kid})
 	claims := map[string]any{"iss": j.iss}
 	if !j.noIat {
 		claims["iat"] = j.iat.Unix()
 	}
-	c, _ := json.Marshal(claims)
-	input := enc.EncodeToString(h) + "." + enc.EncodeToString(c)
-	digest := sha256.Sum256([]byte(input))
-	r, s, err := ecdsa.Sign(rand.Reader, j.key, digest[:])
-	if err != nil {
-		panic(err)
-	}
-	sig := make([]byte, 64)
-	r.FillBytes(sig[:32])
-	s.FillBytes(sig[32:])
+	input, sig := signJWS(j.key, map[string]string{"alg": j.alg, "kid": j.kid}, claims)
 	if j.badSig {
 		sig[10] ^= 0xff
 	}
-	return input + "." + enc.EncodeToString(sig)
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // validJWT is a token the fake must accept.
 func validJWT(t *testing.T, s *Server) apnsJWT {
 	t.Helper()
 	p8, keyID, teamID := s.APNsKey()
-	block, _ := pem.Decode(p8)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		t.Fatalf("APNsKey is not a PEM PRIVATE KEY: %q", p8)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		t.Fatalf("APNsKey is not PKCS #8: %v", err)
-	}
+	k := parsePKCS8PEM(t, "APNsKey", p8)
 	key, ok := k.(*ecdsa.PrivateKey)
 	if !ok || key.Curve != elliptic.P256() {
 		t.Fatalf("APNsKey is %T, want an ECDSA P-256 key", k)
@@ -139,7 +117,7 @@ func post(t *testing.T, s *Server, c apnsCall) apnsAnswer {
 
 func TestFakeAPNsAccepts(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	jwt := validJWT(t, s).String()
 	const id = "4e3f2a1b-0c9d-5e8f-a7b6-c5d4e3f2a1b0"
 	ans := post(t, s, apnsCall{client: h2Client(s), auth: "bearer " + jwt, header: map[string]string{
@@ -182,9 +160,9 @@ func TestFakeAPNsAccepts(t *testing.T) {
 
 func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	good := validJWT(t, s)
-	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherKey := newES256Key(t)
 	with := func(edit func(*apnsJWT)) string {
 		j := good
 		edit(&j)
@@ -234,7 +212,7 @@ func TestFakeAPNsRefusesWithoutRecording(t *testing.T) {
 
 func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	tests := []struct {
 		name   string
@@ -268,7 +246,7 @@ func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 
 func TestFakeAPNsProgrammedAnswers(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	before := time.Now().Truncate(time.Millisecond)
 	s.Program(oncepush.TransportAPNs, apnsToken, APNsError(410, "Unregistered"), APNsError(400, "BadTopic"))

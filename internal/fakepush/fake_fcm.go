@@ -2,14 +2,10 @@ package fakepush
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,7 +101,7 @@ func (s *Server) FCMServiceAccount(projectID string) []byte {
 	s.fcm().mu.Lock()
 	s.fcm().accounts[email] = projectID
 	s.fcm().mu.Unlock()
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	privateKey, err := pkcs8PEM(key)
 	if err != nil {
 		panic(fmt.Sprintf("pushtest: encode the fake FCM key: %v", err))
 	}
@@ -113,7 +109,7 @@ func (s *Server) FCMServiceAccount(projectID string) []byte {
 		"type":                        "service_account",
 		"project_id":                  projectID,
 		"private_key_id":              keyID,
-		"private_key":                 string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"private_key":                 string(privateKey),
 		"client_email":                email,
 		"client_id":                   "100000000000000000001",
 		"auth_uri":                    s.URL + "/o/oauth2/auth",
@@ -276,7 +272,7 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 	}
-	if !fcmDecodeJWTPart(parts[0], &header) {
+	if decodeJWTPart(parts[0], &header) != nil {
 		return "", "Invalid JWT header: not base64url JSON"
 	}
 	if header.Alg != "RS256" {
@@ -292,8 +288,7 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 	if err != nil {
 		return "", "Invalid JWT Signature: not base64url"
 	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if rsa.VerifyPKCS1v15(&key.PublicKey, crypto.SHA256, digest[:], sig) != nil {
+	if !verifyRS256(&key.PublicKey, parts, sig) {
 		return "", "Invalid JWT Signature."
 	}
 	var claims struct {
@@ -303,7 +298,7 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 		Iat   int64  `json:"iat"`
 		Exp   int64  `json:"exp"`
 	}
-	if !fcmDecodeJWTPart(parts[1], &claims) {
+	if decodeJWTPart(parts[1], &claims) != nil {
 		return "", "Invalid JWT claims: not base64url JSON"
 	}
 	f.mu.Lock()
@@ -324,11 +319,6 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 		return "", fcmBadTimeframe
 	}
 	return project, ""
-}
-
-func fcmDecodeJWTPart(part string, v any) bool {
-	b, err := base64.RawURLEncoding.DecodeString(part)
-	return err == nil && json.Unmarshal(b, v) == nil
 }
 
 // authorize checks the bearer access token; ok is false when it was not

@@ -1,18 +1,13 @@
 package fakepush
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,15 +30,12 @@ func fcmAccountOf(t *testing.T, fake *Server, project string) *fcmAccount {
 	if err := json.Unmarshal(fake.FCMServiceAccount(project), &a); err != nil {
 		t.Fatalf("FCMServiceAccount is not JSON: %v", err)
 	}
-	block, _ := pem.Decode([]byte(a.PrivateKey))
-	if block == nil {
-		t.Fatal("private_key is not PEM")
+	k := parsePKCS8PEM(t, "private_key", []byte(a.PrivateKey))
+	key, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		t.Fatalf("private_key is %T, want an RSA key", k)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		t.Fatalf("private_key: %v", err)
-	}
-	a.key = k.(*rsa.PrivateKey)
+	a.key = key
 	return &a
 }
 
@@ -62,17 +54,8 @@ func (a *fcmAccount) assertion(t *testing.T, key *rsa.PrivateKey, edit func(h, c
 	if edit != nil {
 		edit(h, c)
 	}
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	signed := enc(h) + "." + enc(c)
-	digest := sha256.Sum256([]byte(signed))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+	input, sig := signJWS(key, h, c)
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // accessToken is the access token the fake grants for an assertion signed
@@ -104,7 +87,7 @@ func postToken(t *testing.T, fake *Server, tokenURI, assertion string) (int, map
 
 func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	acct := fcmAccountOf(t, fake, "proj-a")
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -163,7 +146,7 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 
 func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	send := func(project, bearer string) (int, string) {
 		t.Helper()
@@ -206,7 +189,7 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 
 func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
 	for name, body := range map[string]string{
 		"not JSON":        `{"message":`,
@@ -224,48 +207,5 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	}
 	if n := fake.Count(); n != 0 {
 		t.Errorf("malformed messages were recorded: %d", n)
-	}
-}
-
-// handClock is a clock the test moves by hand, as pushtest.Clock (which
-// imports this package, so this package's tests cannot use it).
-type handClock struct{ ns atomic.Int64 }
-
-func (c *handClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
-
-func (c *handClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-// TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
-// expires the access tokens it issued on that clock, not the wall clock, and
-// records its requests' times from it.
-func TestFakeRunsOnItsClock(t *testing.T) {
-	t.Parallel()
-	clock := &handClock{}
-	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
-	fake := startServer(t, &Options{Clock: clock})
-	acct := fcmAccountOf(t, fake, "proj-a")
-	onClock := func(h, c map[string]any) {
-		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
-	}
-	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
-		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
-	}
-	access := acct.accessToken(t, fake, onClock) // an assertion on the fake's clock
-	send := func() int {
-		t.Helper()
-		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
-			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`)
-		return status
-	}
-	clock.Advance(59 * time.Minute)
-	if status := send(); status != http.StatusOK {
-		t.Fatalf("a token 59 minutes old on the fake's clock: %d, want 200", status)
-	}
-	if r := fake.Requests()[0]; !r.ReceivedAt.Equal(clock.Now()) || !r.At.Equal(clock.Now()) {
-		t.Errorf("recorded at %v / %v, want the fake's now %v", r.ReceivedAt, r.At, clock.Now())
-	}
-	clock.Advance(time.Minute)
-	if status := send(); status != http.StatusUnauthorized {
-		t.Fatalf("a token an hour old on the fake's clock: %d, want 401", status)
 	}
 }

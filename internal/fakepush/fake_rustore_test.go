@@ -10,7 +10,7 @@ import (
 
 func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	send := func(bearer string) (int, string) {
 		t.Helper()
 		return postBearer(t, fake, "/rustore/v1/projects/p1/messages:send", bearer,

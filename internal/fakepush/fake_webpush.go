@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -301,9 +300,7 @@ func checkVAPID(header, wantAud string, now time.Time) (int, string) {
 	if err != nil || len(sig) != 64 {
 		return http.StatusForbidden, "JWT signature must be 64 bytes (r ‖ s), base64url"
 	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-	if !ecdsa.Verify(pub, digest[:], r, s) {
+	if !verifyES256(pub, parts, sig) {
 		return http.StatusForbidden, "JWT signature does not verify with k"
 	}
 	var claims struct {
@@ -327,14 +324,6 @@ func checkVAPID(header, wantAud string, now time.Time) (int, string) {
 		return http.StatusForbidden, "JWT sub must be a mailto: or https: URL"
 	}
 	return 0, ""
-}
-
-func decodeJWTPart(part string, v any) error {
-	b, err := base64.RawURLEncoding.DecodeString(part)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
 }
 
 // decrypt opens an aes128gcm body (RFC 8188) encrypted for this subscription

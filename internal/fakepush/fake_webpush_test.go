@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"crypto/ecdh"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -87,37 +85,27 @@ func (v wpVAPID) String() string {
 	if v.rawScheme != "" {
 		return v.rawScheme
 	}
-	enc := base64.RawURLEncoding
-	h, _ := json.Marshal(map[string]string{"typ": "JWT", "alg": v.alg})
-	c, _ := json.Marshal(v.claims)
-	input := enc.EncodeToString(h) + "." + enc.EncodeToString(c)
-	digest := sha256.Sum256([]byte(input))
 	signer := v.key
 	if v.signer != nil {
 		signer = v.signer
 	}
-	r, s, err := ecdsa.Sign(rand.Reader, signer, digest[:])
-	if err != nil {
-		panic(err)
-	}
-	sig := make([]byte, 64)
-	r.FillBytes(sig[:32])
-	s.FillBytes(sig[32:])
+	input, sig := signJWS(signer, map[string]string{"typ": "JWT", "alg": v.alg}, v.claims)
+	enc := base64.RawURLEncoding
 	pub, _ := v.key.PublicKey.Bytes()
 	return "vapid t=" + input + "." + enc.EncodeToString(sig) + ", k=" + enc.EncodeToString(pub)
 }
 
 func TestFakeWebPushProtocol(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	// A subscription holding RFC 8291's keys, so its example body is a valid push.
 	const vectorID = "rfc8291"
 	s.webpush().mu.Lock()
 	s.webpush().subs[vectorID] = wpVectorSubscription(t)
 	s.webpush().mu.Unlock()
 
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key := newES256Key(t)
+	other := newES256Key(t)
 	now := time.Now()
 	claims := func(edit func(map[string]any)) map[string]any {
 		c := map[string]any{"aud": s.URL, "exp": now.Add(12 * time.Hour).Unix(), "sub": "mailto:ops@example.com"}
@@ -236,7 +224,7 @@ func TestFakeWebPushProtocol(t *testing.T) {
 
 func TestNewWebPushSubscription(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil)
+	s := StartForTest(t, nil)
 	a, b := s.NewWebPushSubscription(), s.NewWebPushSubscription()
 	if a == b {
 		t.Fatal("two subscriptions are equal")

@@ -189,6 +189,27 @@ type Options struct {
 	Clock oncepush.Clock
 }
 
+// TB is the part of testing.TB that StartForTest uses; the package does
+// not import testing, so that the fake-providers binary does not link it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// StartForTest starts a fake server with opts for the test t and closes it
+// when the test ends, failing t if it cannot start: pushtest's
+// NewFakeServerWith, and the package's own tests.
+func StartForTest(t TB, opts *Options) *Server {
+	t.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		t.Fatalf("pushtest: start fake server: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // Start starts a fake server; Close stops it.
 func Start(opts *Options) (*Server, error) {
 	if opts == nil {
@@ -266,6 +287,16 @@ func (s *Server) TLSConfig() *tls.Config {
 // CertificatePEM is the server's certificate, for clients in other processes.
 func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.cert.Raw})
+}
+
+// pkcs8PEM encodes a private key the way Apple's .p8 files and Google's
+// service-account files carry one: PKCS #8 in a PEM "PRIVATE KEY" block.
+func pkcs8PEM(key any) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
 // Client returns an HTTP client that trusts the server.

@@ -2,26 +2,32 @@ package fakepush
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncepush/oncepush"
 )
 
-// startServer starts a fake server with opts for the test and closes it when
-// the test ends, as pushtest.NewFakeServerWith does.
-func startServer(t *testing.T, opts *Options) *Server {
+// parsePKCS8PEM reads a private key the fake handed out (what names it for
+// the failure): a PEM "PRIVATE KEY" block holding PKCS #8.
+func parsePKCS8PEM(t *testing.T, what string, b []byte) any {
 	t.Helper()
-	s, err := Start(opts)
-	if err != nil {
-		t.Fatalf("start fake server: %v", err)
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		t.Fatalf("%s is not a PEM PRIVATE KEY: %q", what, b)
 	}
-	t.Cleanup(s.Close)
-	return s
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s is not PKCS #8: %v", what, err)
+	}
+	return k
 }
 
 // postBearer posts a JSON body to the fake at path, with bearer as the
@@ -68,7 +74,7 @@ func rustorePost(ctx context.Context, fake *Server, token string) (int, error) {
 // requests that were answered or dropped, as they always did.
 func TestFakeRecordsAtArrival(t *testing.T) {
 	t.Parallel()
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	fake.Program(oncepush.TransportRuStore, "held-1", Answer{Latency: time.Hour})
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -136,7 +142,7 @@ func TestFakeRecordsAtArrival(t *testing.T) {
 func TestFakeMix(t *testing.T) {
 	t.Parallel()
 	draws := func(seed uint64) []int {
-		fake := startServer(t, nil)
+		fake := StartForTest(t, nil)
 		if err := fake.Mix(oncepush.TransportRuStore, seed,
 			Choice{Weight: 3, Answer: Answer{}},
 			Choice{Weight: 1, Answer: RuStoreError(503, "UNAVAILABLE", "busy")},
@@ -171,8 +177,51 @@ func TestFakeMix(t *testing.T) {
 		t.Errorf("%d of 200 answers were 503, want about a quarter", busy)
 	}
 
-	fake := startServer(t, nil)
+	fake := StartForTest(t, nil)
 	if err := fake.Mix(oncepush.TransportFCM, 1, Choice{Weight: 0}); err == nil {
 		t.Error("a zero weight was accepted")
+	}
+}
+
+// handClock is a clock the test moves by hand, as pushtest.Clock (which
+// imports this package, so this package's tests cannot use it).
+type handClock struct{ ns atomic.Int64 }
+
+func (c *handClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+func (c *handClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestFakeRunsOnItsClock: with a clock, the fake judges assertions and
+// expires the access tokens it issued on that clock, not the wall clock, and
+// records its requests' times from it.
+func TestFakeRunsOnItsClock(t *testing.T) {
+	t.Parallel()
+	clock := &handClock{}
+	clock.ns.Store(time.Date(2021, 6, 1, 8, 0, 0, 0, time.UTC).UnixNano())
+	fake := StartForTest(t, &Options{Clock: clock})
+	acct := fcmAccountOf(t, fake, "proj-a")
+	onClock := func(h, c map[string]any) {
+		c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(time.Hour).Unix()
+	}
+	if status, body := postToken(t, fake, acct.TokenURI, acct.assertion(t, acct.key, nil)); status != http.StatusBadRequest {
+		t.Fatalf("an assertion on the wall clock: %d %v, want 400 (years after the fake's now)", status, body)
+	}
+	access := acct.accessToken(t, fake, onClock) // an assertion on the fake's clock
+	send := func() int {
+		t.Helper()
+		status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+			`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`)
+		return status
+	}
+	clock.Advance(59 * time.Minute)
+	if status := send(); status != http.StatusOK {
+		t.Fatalf("a token 59 minutes old on the fake's clock: %d, want 200", status)
+	}
+	if r := fake.Requests()[0]; !r.ReceivedAt.Equal(clock.Now()) || !r.At.Equal(clock.Now()) {
+		t.Errorf("recorded at %v / %v, want the fake's now %v", r.ReceivedAt, r.At, clock.Now())
+	}
+	clock.Advance(time.Minute)
+	if status := send(); status != http.StatusUnauthorized {
+		t.Fatalf("a token an hour old on the fake's clock: %d, want 401", status)
 	}
 }

@@ -41,7 +41,9 @@ func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*rustore.Config)
 	return providertest.Build(t, rustore.New, &cfg, edit), b
 }
 
-func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
+// submission is a typical notification for the device token, expiring two
+// hours from the bundle's clock.
+func (b *bundle) submission(token string) *oncepush.Submission {
 	return &oncepush.Submission{
 		NotificationID: "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
 		CollapseID:     "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
@@ -52,7 +54,7 @@ func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
 		Body:      "Заказ A-7 принят.",
 		Data:      map[string]string{"oncepush_id": "9a8b7c6d5e4f30211203f4e5d6c7b8a9", "order": "A-7"},
 		Link:      "/orders/A-7",
-		ExpiresAt: clock.Now().Add(2 * time.Hour),
+		ExpiresAt: b.clock.Now().Add(2 * time.Hour),
 	}
 }
 
@@ -64,13 +66,7 @@ func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest
 // wire is the request body as RuStore reads it.
 type wire struct {
 	Message struct {
-		Token        string            `json:"token"`
-		Data         map[string]string `json:"data"`
-		Notification *struct {
-			Title string `json:"title"`
-			Body  string `json:"body"`
-			Image string `json:"image"`
-		} `json:"notification"`
+		providertest.V1Message
 		Android *struct {
 			TTL          string `json:"ttl"`
 			Notification *struct {
@@ -132,7 +128,7 @@ func TestSendMessageShape(t *testing.T) {
 			t.Parallel()
 			p, b := setupOn(t, fake, tt.edit)
 			token := fmt.Sprintf("shape-token-%d", i)
-			s := submission(token, b.clock)
+			s := b.submission(token)
 			if tt.change != nil {
 				tt.change(s, b.clock.Now())
 			}
@@ -248,7 +244,7 @@ func TestErrorAnswers(t *testing.T) {
 			p, b := setupOn(t, fake, nil)
 			token := fmt.Sprintf("error-token-%d", i)
 			fake.Program(oncepush.TransportRuStore, token, tt.answer)
-			res := p.Send(context.Background(), submission(token, b.clock))
+			res := p.Send(context.Background(), b.submission(token))
 			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
 			if n := len(requestsFor(fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1", n)
@@ -264,7 +260,7 @@ func TestWrongServiceToken(t *testing.T) {
 	t.Parallel()
 	fake := pushtest.NewFakeServer(t)
 	p, b := setupOn(t, fake, func(c *rustore.Config) { c.ServiceToken = "an-old-service-token" })
-	res := p.Send(context.Background(), submission("wrong-token-device", b.clock))
+	res := p.Send(context.Background(), b.submission("wrong-token-device"))
 	if res.Outcome != oncepush.OutcomeRetry || !strings.HasPrefix(res.Text, "401 UNAUTHENTICATED") {
 		t.Errorf("Send: %v %q, want retry with RuStore's 401", res.Outcome, res.Text)
 	}
@@ -288,7 +284,7 @@ func TestOversizedMessageIsRejectedWithoutRequest(t *testing.T) {
 		"body":  func(s *oncepush.Submission) { s.Body = strings.Repeat("ж", 2050) },
 		"image": func(s *oncepush.Submission) { s.Image = "https://img.example.com/" + strings.Repeat("a", 4100) },
 	} {
-		s := submission("big-token", b.clock)
+		s := b.submission("big-token")
 		change(s)
 		if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected || res.Text == "" {
 			t.Errorf("%s too large: %v %q, want rejected with a reason", name, res.Outcome, res.Text)
@@ -306,7 +302,7 @@ func TestTransportFailures(t *testing.T) {
 		fake := pushtest.NewFakeServer(t)
 		p, b := setupOn(t, fake, nil)
 		fake.Program(oncepush.TransportRuStore, "drop-device", pushtest.FakeAnswer{Drop: true})
-		if res := p.Send(context.Background(), submission("drop-device", b.clock)); res.Outcome != oncepush.OutcomeMaybeSent {
+		if res := p.Send(context.Background(), b.submission("drop-device")); res.Outcome != oncepush.OutcomeMaybeSent {
 			t.Errorf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if n := len(requestsFor(fake, "drop-device")); n != 1 {
@@ -318,7 +314,7 @@ func TestTransportFailures(t *testing.T) {
 		addr := providertest.ClosedAddr(t)
 		fake := pushtest.NewFakeServer(t)
 		p, b := setupOn(t, fake, func(c *rustore.Config) { c.BaseURL = "https://" + addr + "/rustore" })
-		if res := p.Send(context.Background(), submission("closed-device", b.clock)); res.Outcome != oncepush.OutcomeRetry {
+		if res := p.Send(context.Background(), b.submission("closed-device")); res.Outcome != oncepush.OutcomeRetry {
 			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
 		}
 	})
@@ -338,15 +334,7 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, err := rustore.New(tt.cfg)
-			if err == nil {
-				t.Fatal("New accepted it")
-			}
-			if !strings.Contains(err.Error(), tt.naming) {
-				t.Errorf("error %q does not name %s", err, tt.naming)
-			}
-			if strings.Contains(err.Error(), "t0k3n") {
-				t.Errorf("error quotes the service token: %q", err)
-			}
+			providertest.CheckConfigError(t, err, tt.naming, "t0k3n")
 		})
 	}
 }

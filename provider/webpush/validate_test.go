@@ -24,10 +24,7 @@ func subscriptionToken(t *testing.T, endpoint string) oncepush.Token {
 
 func newProvider(t *testing.T, cfg webpush.Config) *webpush.Provider {
 	t.Helper()
-	_, priv, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, priv := vapidKeys(t)
 	cfg.VAPIDPrivateKey, cfg.VAPIDSubject = priv, "mailto:ops@example.com"
 	p, err := webpush.New(cfg)
 	if err != nil {

@@ -35,10 +35,7 @@ type bundle struct {
 func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bundle) {
 	t.Helper()
 	fake := pushtest.NewFakeServer(t)
-	_, priv, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, priv := vapidKeys(t)
 	// The fake checks the JWT's exp against the real time, so the clock
 	// starts there.
 	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &providertest.SyncBuffer{}}
@@ -52,6 +49,17 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 		Logger:          slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	return providertest.Build(t, webpush.New, &b.cfg, mutate), b
+}
+
+// vapidKeys makes a VAPID key pair (webpush.GenerateVAPIDKeys), failing t
+// if it cannot.
+func vapidKeys(t *testing.T) (public, private string) {
+	t.Helper()
+	public, private, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return public, private
 }
 
 // submission is a notification for the subscription token.
@@ -471,10 +479,7 @@ func TestSendUnusableSubscription(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	_, priv, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, priv := vapidKeys(t)
 	good := webpush.Config{VAPIDPrivateKey: priv, VAPIDSubject: "mailto:ops@example.com"}
 	for _, tc := range []struct {
 		name   string
@@ -512,10 +517,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestVAPIDPublicKey(t *testing.T) {
 	t.Parallel()
-	pub, priv, err := webpush.GenerateVAPIDKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, priv := vapidKeys(t)
 	p, err := webpush.New(webpush.Config{VAPIDPrivateKey: priv, VAPIDSubject: "mailto:ops@example.com"})
 	if err != nil {
 		t.Fatal(err)
@@ -523,7 +525,7 @@ func TestVAPIDPublicKey(t *testing.T) {
 	if p.VAPIDPublicKey() != pub {
 		t.Errorf("VAPIDPublicKey %q, want %q", p.VAPIDPublicKey(), pub)
 	}
-	pub2, priv2, _ := webpush.GenerateVAPIDKeys()
+	pub2, priv2 := vapidKeys(t)
 	if pub2 == pub || priv2 == priv {
 		t.Error("two generated key pairs are equal")
 	}
@@ -531,7 +533,7 @@ func TestVAPIDPublicKey(t *testing.T) {
 
 func TestConfigLogsRedacted(t *testing.T) {
 	t.Parallel()
-	_, priv, _ := webpush.GenerateVAPIDKeys()
+	_, priv := vapidKeys(t)
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "cfg", webpush.Config{VAPIDPrivateKey: priv, VAPIDSubject: "mailto:a@b.c"})
 	if strings.Contains(buf.String(), priv) || !strings.Contains(buf.String(), "[redacted]") {

@@ -1,6 +1,7 @@
 // Package providertest holds what the provider packages' tests share: a log
 // recorder, the fake server's requests for one device, the checks of an
-// answer's Result, and an address nothing listens on. Only tests import it;
+// answer's Result and of a refused configuration's error, the part of an FCM
+// HTTP v1 message RuStore copies, and an address nothing listens on. Only tests import it;
 // no provider does.
 package providertest
 
@@ -153,6 +154,37 @@ func AllAccepted(t testing.TB, results []oncepush.Result) {
 			t.Fatalf("send %d: %v %q, want accepted", i, res.Outcome, res.Text)
 		}
 	}
+}
+
+// CheckConfigError fails t unless err, what New answered for a bad
+// configuration, refuses it, names what is wrong (naming: a field or the
+// problem) and does not quote secret, the credential's material.
+func CheckConfigError(t testing.TB, err error, naming, secret string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("New accepted the configuration")
+	}
+	// The error is what the operator reads to fix the configuration.
+	if !strings.Contains(err.Error(), naming) {
+		t.Errorf("error %q does not name %q", err, naming)
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("error quotes the credential (%q): %q", secret, err)
+	}
+}
+
+// V1Message is what an FCM HTTP v1 message and RuStore's copy of it carry
+// alike, as the tests decode a recorded body: the device token, the data and
+// the notification. Each provider's test embeds it beside the platform
+// blocks, which differ.
+type V1Message struct {
+	Token        string            `json:"token"`
+	Data         map[string]string `json:"data"`
+	Notification *struct {
+		Title string `json:"title"`
+		Body  string `json:"body"`
+		Image string `json:"image"`
+	} `json:"notification"`
 }
 
 // ClosedAddr returns a local address ("127.0.0.1:port") nothing listens on:
