@@ -15,9 +15,9 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/server"
-	"github.com/oncepush/oncepush/pushtest"
 )
 
 // TestBinary builds the oncepush command once and runs every black-box test
@@ -278,18 +278,12 @@ func testDeliver(t *testing.T, bin string, db database) {
 
 	// Each provider's own dead-token answer deletes that device and is
 	// recorded in its words; another recipient's device is untouched.
-	dead := map[oncepush.Transport]pushtest.FakeAnswer{
-		oncepush.TransportFCM:     pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"),
-		oncepush.TransportAPNs:    pushtest.APNsError(410, "Unregistered"),
-		oncepush.TransportWebPush: pushtest.WebPushError(410),
-		oncepush.TransportRuStore: pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."),
-	}
 	words := map[oncepush.Transport]string{
 		oncepush.TransportFCM: "UNREGISTERED", oncepush.TransportAPNs: "Unregistered",
 		oncepush.TransportWebPush: "410", oncepush.TransportRuStore: "NOT_FOUND",
 	}
-	for tr, ans := range dead {
-		f.program(tr, fakeToken[tr], ans)
+	for _, tr := range oncepush.Transports() {
+		f.program(tr, fakeToken[tr], fakepush.DeadTokenAnswer(tr))
 	}
 	kept, _ := token(f, oncepush.TransportFCM, 99)
 	s.register("u_kept", oncepush.TransportFCM, kept)

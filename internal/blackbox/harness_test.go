@@ -424,18 +424,19 @@ func token(f *fake, tr oncepush.Transport, n int) (token, fakeToken string) {
 
 // The sections of a configuration, by transport (nil when absent).
 func sectionFCM(p config.Providers) *registry.FCM {
-	s, _ := p[oncepush.TransportFCM].(*registry.FCM)
-	return s
+	return section[*registry.FCM](p, oncepush.TransportFCM)
 }
 func sectionAPNs(p config.Providers) *registry.APNs {
-	s, _ := p[oncepush.TransportAPNs].(*registry.APNs)
-	return s
+	return section[*registry.APNs](p, oncepush.TransportAPNs)
 }
 func sectionWebPush(p config.Providers) *registry.WebPush {
-	s, _ := p[oncepush.TransportWebPush].(*registry.WebPush)
-	return s
+	return section[*registry.WebPush](p, oncepush.TransportWebPush)
 }
 func sectionRuStore(p config.Providers) *registry.RuStore {
-	s, _ := p[oncepush.TransportRuStore].(*registry.RuStore)
+	return section[*registry.RuStore](p, oncepush.TransportRuStore)
+}
+
+func section[S registry.Section](p config.Providers, t oncepush.Transport) S {
+	s, _ := p[t].(S)
 	return s
 }

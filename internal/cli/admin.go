@@ -22,7 +22,7 @@ func migrate(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
-	_, db, err := open(ctx, e, f)
+	_, db, err := open(ctx, e, f, false)
 	if err != nil {
 		return err
 	}
@@ -66,28 +66,19 @@ func vapid(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// open loads the settings and opens the database they name.
-func open(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *stack.Storage, error) {
+// open loads the settings and opens the database they name; with migrated,
+// it also makes sure both schemas are migrated, for the commands that write.
+func open(ctx context.Context, e *env, f *config.Flags, migrated bool) (*config.Settings, *stack.Storage, error) {
 	st, err := config.Load(*f, e.getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := stack.Open(ctx, st)
-	if err != nil {
-		return nil, nil, err
+	opener := stack.Open
+	if migrated {
+		opener = stack.OpenMigrated
 	}
-	return st, db, nil
-}
-
-// openMigrated opens the database and makes sure it is migrated, for the
-// commands that write to it.
-func openMigrated(ctx context.Context, e *env, f *config.Flags) (*config.Settings, *stack.Storage, error) {
-	st, db, err := open(ctx, e, f)
+	db, err := opener(ctx, st)
 	if err != nil {
-		return nil, nil, err
-	}
-	if _, _, err := db.Migrate(ctx); err != nil {
-		db.Close()
 		return nil, nil, err
 	}
 	return st, db, nil
@@ -113,80 +104,83 @@ func keys(ctx context.Context, e *env, args []string) error {
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	f := commonFlags(fs)
+	// Each subcommand says what its flags and arguments must be (check, once
+	// parsed) and what it does on the migrated database (act).
+	check := func() error { return nil }
+	var act func(db *stack.Storage) error
 	switch sub {
 	case "create":
 		name := fs.String("name", "", "a name for the key (required): who or what uses it")
 		var scopes scopeList
 		fs.Var(&scopes, "scope", "scope, repeatable or comma-separated: "+strings.Join(apikey.AllScopes, ", ")+" (default send,devices,read)")
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		if strings.TrimSpace(*name) == "" {
-			return usagef("--name is required")
-		}
-		sc, err := apikey.ParseScopes(scopes)
-		if err != nil {
-			return usagef("--scope: %v", err)
-		}
-		_, db, err := openMigrated(ctx, e, f)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		k, err := createKey(ctx, db.Server, *name, sc)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s\n", string(k))
-		fmt.Fprintf(e.stderr, "Created key %s (%s, scopes %s). It is shown only this once.\n", k.ID(), *name, strings.Join(sc, ","))
-		return nil
-	case "list":
-		if err := parse(fs, e, args); err != nil {
-			return err
-		}
-		_, db, err := openMigrated(ctx, e, f)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		list, err := db.Server.APIKeyList(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tCREATED\tREVOKED")
-		for _, k := range list {
-			revoked := "-"
-			if k.RevokedAt != nil {
-				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+		var sc []string
+		check = func() (err error) {
+			if strings.TrimSpace(*name) == "" {
+				return usagef("--name is required")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			if sc, err = apikey.ParseScopes(scopes); err != nil {
+				return usagef("--scope: %v", err)
+			}
+			return nil
 		}
-		return tw.Flush()
+		act = func(db *stack.Storage) error {
+			k, err := createKey(ctx, db.Server, *name, sc)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s\n", string(k))
+			fmt.Fprintf(e.stderr, "Created key %s (%s, scopes %s). It is shown only this once.\n", k.ID(), *name, strings.Join(sc, ","))
+			return nil
+		}
+	case "list":
+		act = func(db *stack.Storage) error {
+			list, err := db.Server.APIKeyList(ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tCREATED\tREVOKED")
+			for _, k := range list {
+				revoked := "-"
+				if k.RevokedAt != nil {
+					revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			}
+			return tw.Flush()
+		}
 	case "revoke":
-		fs = flag.NewFlagSet("keys revoke", flag.ContinueOnError)
-		f = commonFlags(fs)
-		if err := parse(fs, e, args); err != nil {
-			return err
+		check = func() error {
+			if fs.NArg() != 1 {
+				return usagef("usage: oncepush keys revoke ID (the opk_… id that 'keys list' shows)")
+			}
+			return nil
 		}
-		if fs.NArg() != 1 {
-			return usagef("usage: oncepush keys revoke ID (the opk_… id that 'keys list' shows)")
+		act = func(db *stack.Storage) error {
+			id := fs.Arg(0)
+			ok, err := db.Server.APIKeyRevoke(ctx, id, nil)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("no active key %q", id)
+			}
+			fmt.Fprintf(e.stdout, "revoked %s\n", id)
+			return nil
 		}
-		id := fs.Arg(0)
-		_, db, err := openMigrated(ctx, e, f)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		ok, err := db.Server.APIKeyRevoke(ctx, id, nil)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("no active key %q", id)
-		}
-		fmt.Fprintf(e.stdout, "revoked %s\n", id)
-		return nil
+	default:
+		return usagef("unknown keys command %q (create, list, revoke)", sub)
 	}
-	return usagef("unknown keys command %q (create, list, revoke)", sub)
+	if err := parse(fs, e, args); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	_, db, err := open(ctx, e, f, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return act(db)
 }

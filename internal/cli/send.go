@@ -60,7 +60,7 @@ func send(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	st, db, err := openMigrated(ctx, e, f)
+	st, db, err := open(ctx, e, f, true)
 	if err != nil {
 		return err
 	}

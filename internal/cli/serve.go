@@ -53,14 +53,11 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	log := st.Logger(e.logFile)
 	log.Debug("settings", slog.Any("settings", st))
-	db, err := stack.Open(ctx, st)
+	db, err := stack.OpenMigrated(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, _, err := db.Migrate(ctx); err != nil {
-		return err
-	}
 	providers, err := st.BuildProviders(log)
 	if err != nil {
 		return err

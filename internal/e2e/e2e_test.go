@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver/postgres"
+	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 	"github.com/oncepush/oncepush/pushtest/fakeproviders"
@@ -163,12 +164,6 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 func TestInvalidTokensInProvidersWords(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	answers := map[oncepush.Transport]pushtest.FakeAnswer{
-		oncepush.TransportFCM:     pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"),
-		oncepush.TransportAPNs:    pushtest.APNsError(410, "Unregistered"),
-		oncepush.TransportWebPush: pushtest.WebPushError(410),
-		oncepush.TransportRuStore: pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."),
-	}
 	wantText := map[oncepush.Transport]string{
 		oncepush.TransportFCM:     "fcm 404 UNREGISTERED: Requested entity was not found.",
 		oncepush.TransportAPNs:    "apns 410 Unregistered",
@@ -177,7 +172,7 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 	}
 	for i, tr := range oncepush.Transports() {
 		e.register("gone", tr, 100+i)
-		e.fake.Program(tr, "", answers[tr])
+		e.fake.Program(tr, "", fakepush.DeadTokenAnswer(tr))
 	}
 	e.register("kept", oncepush.TransportFCM, 200)
 	e.fake.Program(oncepush.TransportFCM, "fcm-device-token-000200", pushtest.FakeAnswer{})

@@ -84,15 +84,33 @@ type Server struct {
 
 // protocols are the transports the fake speaks, in their documented order:
 // start serves a protocol's routes on the server's mux and returns its
-// state, which its file reads back with a typed accessor (s.fcm(), …).
+// state, which its file reads back with a typed accessor (s.fcm(), …);
+// deadToken is the provider's own answer for a token that is no longer
+// valid (DeadTokenAnswer).
 var protocols = []struct {
 	transport oncepush.Transport
 	start     func(*Server) any
+	deadToken Answer
 }{
-	{oncepush.TransportFCM, func(s *Server) any { return newFakeFCM(s) }},
-	{oncepush.TransportAPNs, func(s *Server) any { return newFakeAPNs(s) }},
-	{oncepush.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }},
-	{oncepush.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) }},
+	{oncepush.TransportFCM, func(s *Server) any { return newFakeFCM(s) },
+		FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED")},
+	{oncepush.TransportAPNs, func(s *Server) any { return newFakeAPNs(s) }, APNsError(410, "Unregistered")},
+	{oncepush.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }, WebPushError(410)},
+	{oncepush.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) },
+		RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")},
+}
+
+// DeadTokenAnswer is what t's provider answers for a device token that is no
+// longer valid (the app uninstalled, the subscription gone): the answer that
+// makes the engine delete the device. It panics for a transport the fake
+// does not speak.
+func DeadTokenAnswer(t oncepush.Transport) Answer {
+	for _, p := range protocols {
+		if p.transport == t {
+			return p.deadToken
+		}
+	}
+	panic("fakepush: no protocol " + string(t))
 }
 
 type programKey struct {

@@ -102,6 +102,20 @@ func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
 	return on(drv, func() { _ = drv.Close() }), nil
 }
 
+// OpenMigrated opens the database as Open does and applies both schemas'
+// migrations (Migrate): what every command that serves or writes needs.
+func OpenMigrated(ctx context.Context, st *config.Settings) (*Storage, error) {
+	db, err := Open(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := db.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {

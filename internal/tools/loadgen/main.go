@@ -88,14 +88,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	db, err := stack.Open(ctx, st)
+	db, err := stack.OpenMigrated(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, _, err := db.Migrate(ctx); err != nil {
-		return err
-	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fake, err := pushtest.StartFakeServer(nil)
 	if err != nil {
