@@ -49,6 +49,8 @@ type clientCore struct {
 	throttleMu sync.Mutex
 	throttle   map[Transport]time.Time // no sends to the transport before this (monotonic)
 
+	logLimit logLimiter // the outcome log's warn lines
+
 	wakeMu sync.Mutex
 	wakers []chan struct{}
 

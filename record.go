@@ -20,7 +20,9 @@ const recordTryTimeout = 30 * time.Second
 // whose deadline passed), when a failed try is the last, so a stop is not held
 // up by a database that is down. Pairs not recorded are recovered as ambiguous
 // when the lease expires — the safe reading of an unrecorded send.
-func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
+// The outcomes of the deliveries it wrote are then logged and counted in
+// tally (logOutcomes).
+func (c *Client[TTx]) record(sendCtx context.Context, b *batch, tally runTally) error {
 	failpoint.Hit(failpoint.Answered)
 	ctx := context.WithoutCancel(sendCtx)
 	plan := planRecord(b.deliveries, c.planRules())
@@ -52,6 +54,7 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch) error {
 			if lost > 0 {
 				c.obs.LeaseLost(lost)
 			}
+			c.logOutcomes(sendCtx, plan.outcomes, owned, tally)
 			return nil
 		}
 		last := sendCtx.Err() != nil || !c.clockNow().Before(leaseEnd) || !time.Now().Before(leaseEndReal)

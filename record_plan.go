@@ -19,6 +19,22 @@ type recordPlan struct {
 	updates []driver.DeliveryUpdate
 	writes  *attemptWrites
 	dead    []invalidKey
+	// outcomes are the answers of the pairs whose send started, in the
+	// ledger's words, for the log.
+	outcomes []pairOutcome
+}
+
+// pairOutcome is what the log says of one submitted pair.
+type pairOutcome struct {
+	deliveryID, messageID, deviceID int64
+	recipient                       string
+	transport                       Transport
+	token                           string // masked
+	outcome                         Outcome
+	unsent                          bool   // a retry whose request provably never left
+	text                            string // as the ledger records it, without the transport
+	providerID                      string
+	retryAfter                      time.Duration
 }
 
 // invalidKey is an invalid-token deletion, kept with its delivery so it is
@@ -93,6 +109,11 @@ func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
 	if text == "" {
 		text = r.Outcome.String()
 	}
+	p.outcomes = append(p.outcomes, pairOutcome{
+		deliveryID: d.row.ID, messageID: d.row.MessageID, deviceID: pr.dev.ID, recipient: d.row.Recipient,
+		transport: pr.dev.Transport, token: MaskToken(string(pr.dev.Token)), outcome: r.Outcome, unsent: r.Unsent,
+		text: text, providerID: storableText(r.ProviderID), retryAfter: r.RetryAfter,
+	})
 	w.Error = string(pr.dev.Transport) + " " + text
 	devErr := fmt.Sprintf("%s device %d: %s", pr.dev.Transport, pr.dev.ID, text)
 	switch r.Outcome {

@@ -262,3 +262,44 @@ func TestStorableText(t *testing.T) {
 		t.Errorf("a long text cut inside a rune or too long: …%q (%d bytes)", long[len(long)-8:], len(long))
 	}
 }
+
+// The log's view of a record: one outcome per pair whose send started, in
+// the ledger's words and with the token masked; pairs that never left are
+// not among them.
+func TestPlanRecordOutcomes(t *testing.T) {
+	t.Parallel()
+	echo := Result{Outcome: OutcomeRejected, Text: "400 bad token token-3-secret"}
+	refused := Result{Outcome: OutcomeRetry, Unsent: true, Text: "dial: connection refused"}
+	slow := busy
+	slow.RetryAfter = 30 * time.Second
+	d := recDelivery(7, AmbiguityResend, 1,
+		answered(1, TransportFCM, accepted), answered(2, TransportAPNs, unregister), answered(3, TransportFCM, echo),
+		answered(4, TransportRuStore, slow), answered(5, TransportWebPush, lost), answered(6, TransportFCM, refused),
+		unsent(8, true, false, 0, nil), unsent(9, true, true, 0, nil))
+	d.row.MessageID, d.row.Recipient = 70, "u_7"
+	got := planRecord([]*delivery{d}, rules()).outcomes
+	want := []pairOutcome{
+		{outcome: OutcomeAccepted, text: "accepted", providerID: "projects/p/messages/1"},
+		{outcome: OutcomeInvalidToken, text: unregister.Text},
+		{outcome: OutcomeRejected, text: "400 bad token " + MaskToken("token-3-secret")},
+		{outcome: OutcomeRetry, text: busy.Text, retryAfter: 30 * time.Second},
+		{outcome: OutcomeMaybeSent, text: lost.Text},
+		{outcome: OutcomeRetry, text: refused.Text, unsent: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d outcomes, want %d: %+v", len(got), len(want), got)
+	}
+	for i, o := range got {
+		w := want[i]
+		id := int64(i + 1)
+		w.deliveryID, w.messageID, w.deviceID, w.recipient = 7, 70, id, "u_7"
+		w.transport = d.pairs[i].dev.Transport
+		w.token = MaskToken(fmt.Sprintf("token-%d-secret", id))
+		if o != w {
+			t.Errorf("outcome %d:\n got %+v\nwant %+v", i, o, w)
+		}
+		if strings.Contains(o.text, "secret") || strings.Contains(o.token, "secret") {
+			t.Errorf("outcome %d holds the token: %+v", i, o)
+		}
+	}
+}

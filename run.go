@@ -96,8 +96,16 @@ type pair struct {
 func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKey} }
 
 // run drains batches until the budget is spent or nothing is due. claimCtx
-// stops claiming and starting sends; sendCtx aborts sends in flight.
+// stops claiming and starting sends; sendCtx aborts sends in flight. A run
+// that claimed something is logged (logRun).
 func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
+	start, tally := time.Now(), runTally{}
+	stats, err := c.runBatches(claimCtx, sendCtx, tally)
+	c.logRun(sendCtx, stats, tally, time.Since(start))
+	return stats, err
+}
+
+func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, tally runTally) (RunStats, error) {
 	var stats RunStats
 	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
@@ -127,7 +135,7 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 					stats.Released++
 				}
 			}
-			if err := c.record(sendCtx, b); err != nil {
+			if err := c.record(sendCtx, b, tally); err != nil {
 				return stats, err
 			}
 		}

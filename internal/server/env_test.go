@@ -32,6 +32,7 @@ import (
 	"github.com/oncepush/oncepush/internal/openapitest"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/internal/testdb"
+	"github.com/oncepush/oncepush/internal/testlog"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -142,7 +143,7 @@ type env struct {
 	// routes is the server's route table.
 	routes []server.Route
 
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	mu      sync.Mutex
 	secrets []string // keys and tokens no answer and no log line may hold
 	seq     atomic.Int64
@@ -164,7 +165,7 @@ func each(t *testing.T, o envOptions, fn func(t *testing.T, e *env)) {
 func newEnv(t *testing.T, db string, o envOptions) *env {
 	t.Helper()
 	e := &env{
-		t: t, db: db, clock: pushtest.NewClock(epoch), logs: &syncBuffer{},
+		t: t, db: db, clock: pushtest.NewClock(epoch), logs: &testlog.Buffer{},
 		fcm: pushtest.NewProvider(oncepush.TransportFCM), apns: pushtest.NewProvider(oncepush.TransportAPNs),
 		web: pushtest.NewProvider(oncepush.TransportWebPush), rus: pushtest.NewProvider(oncepush.TransportRuStore),
 	}
@@ -351,24 +352,6 @@ func (e *env) checkAnswer(x *openapitest.Exchange) {
 	if s := e.leaked(x.ResponseBody); s != "" {
 		e.t.Errorf("%s %s: the answer holds a secret (%s…): %s", x.Method, x.URL.Path, s[:min(8, len(s))], x.ResponseBody)
 	}
-}
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
 
 // reply is an answer of the server.

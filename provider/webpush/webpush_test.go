@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/testlog"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/webpush"
 	"github.com/oncepush/oncepush/pushtest"
@@ -26,7 +27,7 @@ const webpushT = oncepush.TransportWebPush
 type bundle struct {
 	fake  *pushtest.FakeServer
 	clock *pushtest.Clock
-	logs  *providertest.SyncBuffer
+	logs  *testlog.Buffer
 	cfg   webpush.Config
 }
 
@@ -38,7 +39,7 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 	_, priv := vapidKeys(t)
 	// The fake checks the JWT's exp against the real time, so the clock
 	// starts there.
-	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &providertest.SyncBuffer{}}
+	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &testlog.Buffer{}}
 	b.cfg = webpush.Config{
 		VAPIDPrivateKey: priv,
 		VAPIDSubject:    "mailto:ops@example.com",

@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/testlog"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/fcm"
-	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/provider/webpush"
 )
@@ -68,7 +68,7 @@ type world struct {
 	mu       sync.Mutex
 	received []request
 
-	logs      *providertest.SyncBuffer
+	logs      *testlog.Buffer
 	providers map[oncepush.Transport]oncepush.Provider
 	tokens    map[oncepush.Transport]oncepush.Token
 	// secrets are the strings no Result and no log may hold; the
@@ -79,7 +79,7 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	w := &world{t: t, logs: &providertest.SyncBuffer{}}
+	w := &world{t: t, logs: &testlog.Buffer{}}
 	w.internal = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.internalHits.Add(1)
 		rw.WriteHeader(http.StatusOK)

@@ -6,7 +6,6 @@
 package providertest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -69,34 +68,6 @@ func (l *Logs) Text() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.recs, "\n")
-}
-
-// SyncBuffer is a log destination safe for concurrent writers, for tests
-// that read what a JSON handler wrote.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String is everything written so far.
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// Reset empties the buffer.
-func (b *SyncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }
 
 // RequestsFor is what the fake recorded for one device token of transport tr.
