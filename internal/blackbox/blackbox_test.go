@@ -40,6 +40,7 @@ func TestBinary(t *testing.T) {
 			t.Run("SplitProcesses", func(t *testing.T) { t.Parallel(); testSplitProcesses(t, bin, db) })
 			t.Run("SIGTERM", func(t *testing.T) { t.Parallel(); testSIGTERM(t, bin, db) })
 			t.Run("Canaries", func(t *testing.T) { t.Parallel(); testCanaries(t, bin, db) })
+			t.Run("Logs", func(t *testing.T) { t.Parallel(); testLogs(t, bin, db) })
 		})
 	}
 }

@@ -24,6 +24,8 @@ func serveCommand(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.Listen, "listen", "", "address to serve the API on [$"+config.EnvListen+"] (default "+config.ListenDefault+")")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics (and /healthz, /readyz) on this address, not on the API's [$"+config.EnvMetricsListen+"] (default: on the API's)")
 	noWorkers := fs.Bool("no-workers", false, "serve the API only; run 'oncepush work' for delivery")
+	fs.BoolFunc("access-log", "log one line per API request: method, route, status, duration, key id [$"+config.EnvAccessLog+"] (default off)",
+		func(v string) error { f.AccessLog = v; return nil })
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
@@ -96,7 +98,8 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	cfg.Logger = log
 	var so *stack.ServerOptions
 	if apiLn != nil || opsLn != nil {
-		so = &stack.ServerOptions{Metrics: metrics, MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(), SeparateMetrics: opsLn != nil}
+		so = &stack.ServerOptions{Metrics: metrics, MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(),
+			SeparateMetrics: opsLn != nil, AccessLog: st.HTTP.AccessLog}
 	}
 	stk, err := db.Assemble(cfg, so)
 	if err != nil {

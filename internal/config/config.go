@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,7 @@ const (
 	EnvConfig        = "ONCEPUSH_CONFIG"
 	EnvLogFormat     = "ONCEPUSH_LOG_FORMAT"
 	EnvLogLevel      = "ONCEPUSH_LOG_LEVEL"
+	EnvAccessLog     = "ONCEPUSH_ACCESS_LOG"
 )
 
 // Duration is a time.Duration written as a string in JSON ("10s", "1h30m").
@@ -76,6 +78,8 @@ type File struct {
 	HTTP struct {
 		MaxBodyBytes    int64    `json:"maxBodyBytes,omitempty"`
 		ShutdownTimeout Duration `json:"shutdownTimeout,omitempty"`
+		// AccessLog logs one line per API request (serve).
+		AccessLog bool `json:"accessLog,omitempty"`
 	} `json:"http,omitzero"`
 	Engine     Engine              `json:"engine,omitzero"`
 	Categories map[string]Category `json:"categories,omitempty"`
@@ -102,6 +106,8 @@ type Providers = registry.Sections
 // means "not given".
 type Flags struct {
 	Listen, MetricsListen, Database, Config, LogFormat, LogLevel string
+	// AccessLog is --access-log as given: "true", "false" or "".
+	AccessLog string
 }
 
 // Settings are the resolved settings.
@@ -130,6 +136,7 @@ func (st *Settings) LogValue() slog.Value {
 		slog.String("log_level", st.Log.Level),
 		slog.Int64("max_body_bytes", st.HTTP.MaxBodyBytes),
 		slog.Duration("shutdown_timeout", time.Duration(st.HTTP.ShutdownTimeout)),
+		slog.Bool("access_log", st.HTTP.AccessLog),
 	}
 	attrs = append(attrs, registry.Default().LogAttrs(st.Providers)...)
 	return slog.GroupValue(attrs...)
@@ -180,6 +187,16 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 	st.Log.Level = cmp.Or(f.LogLevel, getenv(EnvLogLevel), st.Log.Level, "info")
 	if st.HTTP.ShutdownTimeout == 0 {
 		st.HTTP.ShutdownTimeout = Duration(ShutdownTimeoutDefault)
+	}
+	for _, v := range []struct{ setting, value string }{{EnvAccessLog, getenv(EnvAccessLog)}, {"--access-log", f.AccessLog}} {
+		if v.value == "" {
+			continue
+		}
+		on, err := strconv.ParseBool(v.value)
+		if err != nil {
+			return nil, settingErr(v.setting, "%q is neither true nor false", v.value)
+		}
+		st.HTTP.AccessLog = on
 	}
 	return st, st.validate()
 }

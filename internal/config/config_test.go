@@ -289,3 +289,40 @@ func TestFileIsReadStrictly(t *testing.T) {
 		t.Fatalf("a valid file: %+v, %v", st, err)
 	}
 }
+
+// The access log is off unless asked for: flag over environment over file,
+// and a value that is not a boolean names where it was written.
+func TestAccessLogSetting(t *testing.T) {
+	t.Parallel()
+	on := writeConfig(t, `{"http": {"accessLog": true}}`)
+	for _, tc := range []struct {
+		name  string
+		flags Flags
+		env   map[string]string
+		want  bool
+	}{
+		{"default", Flags{}, nil, false},
+		{"file", Flags{Config: on}, nil, true},
+		{"environment over file", Flags{Config: on}, map[string]string{EnvAccessLog: "false"}, false},
+		{"flag over environment", Flags{AccessLog: "true"}, map[string]string{EnvAccessLog: "0"}, true},
+		{"flag off over file", Flags{Config: on, AccessLog: "false"}, nil, false},
+	} {
+		st, err := Load(tc.flags, env(tc.env))
+		if err != nil || st.HTTP.AccessLog != tc.want {
+			t.Errorf("%s: access log %v, %v; want %v", tc.name, st != nil && st.HTTP.AccessLog, err, tc.want)
+		}
+	}
+	for setting, tc := range map[string]struct {
+		flags Flags
+		env   map[string]string
+	}{
+		EnvAccessLog:   {Flags{}, map[string]string{EnvAccessLog: "yes please"}},
+		"--access-log": {Flags{AccessLog: "maybe"}, nil},
+	} {
+		_, err := Load(tc.flags, env(tc.env))
+		var se *Error
+		if !errors.As(err, &se) || se.Setting != setting {
+			t.Errorf("a bad %s: %v, want an error naming it", setting, err)
+		}
+	}
+}

@@ -94,6 +94,7 @@ type envOptions struct {
 	// BacklogCountMax.
 	separateMetrics bool
 	backlogMax      int
+	accessLog       bool // server.Options.AccessLog
 }
 
 // env is one test's server: an in-process oncepush server on its own
@@ -261,7 +262,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 		t.Fatalf("NewClient: %v", err)
 	}
 	srv, err := server.New(server.Options[TTx]{
-		Client: client, Store: store, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test",
+		Client: client, Store: store, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test", AccessLog: o.accessLog,
 		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax,
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -307,4 +308,55 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 			t.Errorf("POST /metrics on the operations listener: %d, Allow %q; want 405 and GET", resp.StatusCode, resp.Header.Get("Allow"))
 		}
 	})
+}
+
+// With the access log on, every request is one info line naming its route
+// pattern, status, duration and the key's id; never the key, never the raw
+// path (a recipient id). Off, there is none.
+func TestAccessLog(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {
+			each(t, envOptions{accessLog: on}, func(t *testing.T, e *env) {
+				e.register("u_private_42", oncepush.TransportFCM, nil)
+				e.send(e.admin, obj{"recipients": []string{"u_private_42"}, "title": "Hello"})
+				e.do("GET", "/v1/nowhere", e.admin, nil).want(t, http.StatusNotFound)
+				e.do("GET", "/healthz", "", nil).want(t, http.StatusOK)
+				var lines []map[string]any
+				for _, l := range e.logs.Records(t) {
+					if l["msg"] == "http request" {
+						lines = append(lines, l)
+					}
+				}
+				if !on {
+					if len(lines) != 0 {
+						t.Fatalf("access log off, yet %d lines: %v", len(lines), lines)
+					}
+					return
+				}
+				keyID := apikey.Key(e.admin).ID()
+				want := []struct {
+					route  string
+					status float64
+					key    string
+				}{
+					{"PUT /v1/recipients/{recipient}/devices", 200, keyID},
+					{"POST /v1/notifications", 202, keyID},
+					{"unmatched", 404, ""},
+					{"GET /healthz", 200, ""},
+				}
+				if len(lines) != len(want) {
+					t.Fatalf("%d access lines, want %d: %v", len(lines), len(want), lines)
+				}
+				for i, w := range want {
+					l := lines[i]
+					if l["level"] != "INFO" || l["route"] != w.route || l["status"] != w.status || l["key_id"] != w.key || l["duration"] == nil {
+						t.Errorf("line %d: %v; want route %q, status %v, key id %q", i, l, w.route, w.status, w.key)
+					}
+				}
+				if text := e.logs.String(); strings.Contains(text, "u_private_42/devices") || strings.Contains(text, "/v1/nowhere") {
+					t.Error("the access log holds a raw path")
+				}
+			})
+		})
+	}
 }

@@ -56,6 +56,9 @@ type Options[TTx any] struct {
 	// revoked key may keep working); default KeyCacheTTLDefault, negative
 	// disables the cache.
 	KeyCacheTTL time.Duration
+	// AccessLog logs one info line per request Handler serves ("http
+	// request": method, route pattern, status, duration, key id).
+	AccessLog bool
 }
 
 // Server serves the HTTP API.
@@ -67,6 +70,8 @@ type Server[TTx any] struct {
 	keys   keyCache
 	// served is the route table the mux was built from.
 	served []route
+	// accessLog is Options.AccessLog.
+	accessLog bool
 	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
 	separate   bool
 	backlogMax int
@@ -126,6 +131,7 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 	if u, ok := any(o.Client.Driver()).(unavailability); ok {
 		s.down = u.Unavailable
 	}
+	s.accessLog = o.AccessLog
 	s.keys.ttl = o.KeyCacheTTL
 	if s.keys.ttl == 0 {
 		s.keys.ttl = KeyCacheTTLDefault
@@ -136,7 +142,7 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 
 // Handler returns the server's HTTP handler.
 func (s *Server[TTx]) Handler() http.Handler {
-	return cleanPathsOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := cleanPathsOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt, param, ok := s.loneSlash(r.Method, r.URL.EscapedPath()); ok {
 			var err error
 			if rt.scope != "" {
@@ -150,6 +156,10 @@ func (s *Server[TTx]) Handler() http.Handler {
 		}
 		s.mux.ServeHTTP(w, r)
 	}))
+	if s.accessLog {
+		h = s.accessLogged(h)
+	}
+	return h
 }
 
 // loneSlash finds the route whose path parameter a path gives as a slash
@@ -315,6 +325,7 @@ func (s *Server[TTx]) handle(pattern, scope string, h handlerFunc) {
 			if scope != "" {
 				id, err := s.authorize(r, scope)
 				keyID = id
+				noteKey(r, id)
 				if err != nil {
 					return err
 				}

@@ -75,6 +75,7 @@ type ServerOptions struct {
 	SeparateMetrics bool
 	MaxBodyBytes    int64
 	Version         string
+	AccessLog       bool
 }
 
 // Open opens the database the settings name: a postgres:// or postgresql://
@@ -196,6 +197,7 @@ func assemble[TTx any](drv serverstore.Driver[TTx], cfg *oncepush.Config, so *Se
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Store: store, Metrics: so.Metrics, Logger: c.Logger,
 		MaxBodyBytes: so.MaxBodyBytes, Version: so.Version, SeparateMetrics: so.SeparateMetrics,
+		AccessLog: so.AccessLog,
 	})
 	if err != nil {
 		return nil, err
