@@ -61,7 +61,7 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 			if len(got) != len(plan.updates) {
 				return fmt.Errorf("claim: finished %d of %d deliveries it had just leased", len(got), len(plan.updates))
 			}
-			for _, u := range plan.updates {
+			for _, u := range got {
 				if u.Status != driver.StatusPending {
 					finished = append(finished, u.Status)
 				}

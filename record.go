@@ -47,12 +47,18 @@ func (c *Client[TTx]) record(sendCtx context.Context, b *batch, tally runTally) 
 				switch {
 				case !owned[u.ID]:
 					lost++
+				case b.canceled[u.ID]:
+					// The cancel counted it finished.
 				case u.Status != driver.StatusPending:
 					c.obs.Finished(DeliveryStatus(u.Status))
 				}
 			}
 			if lost > 0 {
 				c.obs.LeaseLost(lost)
+			}
+			for id := range b.canceled {
+				c.log.InfoContext(sendCtx, "delivery canceled while this run held it; what it had in flight is recorded",
+					slog.Int64("delivery_id", id))
 			}
 			c.logOutcomes(sendCtx, plan.outcomes, owned, tally)
 			return nil
@@ -85,8 +91,14 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 		return nil, err
 	}
 	owned := make(map[int64]bool, len(got))
-	for _, id := range got {
-		owned[id] = true
+	b.canceled = map[int64]bool{} // this try's answer only
+	for _, u := range got {
+		owned[u.ID] = true
+		if u.Status == driver.StatusCanceled {
+			// Canceled while this run held it: what was in flight is
+			// recorded below, under the status the cancel wrote.
+			b.canceled[u.ID] = true
+		}
 	}
 	if err := ex.DeviceAttemptUpsertMany(ctx, &driver.DeviceAttemptUpsertManyParams{
 		Now: c.now(), Rows: plan.writes.filter(func(id int64) bool { return owned[id] }),

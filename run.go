@@ -54,6 +54,7 @@ type batch struct {
 	claimed     int
 	deliveries  []*delivery // those with pairs to send
 	pairs       []*pair
+	canceled    map[int64]bool    // deliveries the record found canceled under the lease
 	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
 }
 

@@ -154,9 +154,12 @@ type Executor interface {
 	// --- record (also used by the claim for what it finishes itself)
 
 	// DeliveryUpdateMany applies each update to a delivery still leased to
-	// LeaseID and returns the ids it changed. Rows leased to another run, or gone,
-	// are left alone and absent from the answer.
-	DeliveryUpdateMany(ctx context.Context, p *DeliveryUpdateManyParams) ([]int64, error)
+	// LeaseID and returns the rows it changed, with the status they now have.
+	// Rows leased to another run, or gone, are left alone and absent from the
+	// answer. A delivery canceled while leased (MessageCancel) keeps its
+	// status, last error and finish time; its lease is released and it is in
+	// the answer, as canceled.
+	DeliveryUpdateMany(ctx context.Context, p *DeliveryUpdateManyParams) ([]UpdatedDelivery, error)
 	// DeviceAttemptUpsertMany writes ledger rows (insert, or add deltas and set state).
 	DeviceAttemptUpsertMany(ctx context.Context, p *DeviceAttemptUpsertManyParams) error
 	// DeviceAttemptMarkSending marks pairs sending just before their provider
@@ -208,6 +211,11 @@ type Executor interface {
 	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)
 	// MessageGet returns one message, or ErrNotFound.
 	MessageGet(ctx context.Context, id int64) (*Message, error)
+	// MessageCancel ends every pending delivery of the message canceled
+	// (leased ones too: a lease's holder marks nothing more of them, see
+	// DeviceAttemptMarkSending) and counts them, and those of them with a
+	// device attempt sending. ErrNotFound when the message does not exist.
+	MessageCancel(ctx context.Context, p *MessageCancelParams) (*MessageCancelResult, error)
 	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
 	// ambiguous at least once.
 	DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error)
@@ -398,6 +406,29 @@ type DeliveryUpdate struct {
 	Delay         time.Duration
 	// LastError, when set, replaces the recorded error text.
 	LastError *string
+}
+
+// UpdatedDelivery is a delivery DeliveryUpdateMany changed, with its status
+// after the change.
+type UpdatedDelivery struct {
+	ID     int64
+	Status string
+}
+
+// MessageCancelParams cancels one message's pending deliveries.
+type MessageCancelParams struct {
+	Now       *time.Time
+	MessageID int64
+}
+
+// MessageCancelResult counts what MessageCancel ended.
+type MessageCancelResult struct {
+	// Canceled is the number of deliveries it ended.
+	Canceled int
+	// InFlight is how many of them had a device attempt sending: a run had
+	// handed (or was about to hand) them to a provider, and records the
+	// answers.
+	InFlight int
 }
 
 // DeliveryUpdateManyParams applies updates under one lease.

@@ -31,13 +31,14 @@ var querySets = map[string]string{
 // the difference a decision instead of an accident.
 var dialectOnly = map[string]map[string]string{
 	"postgres": {
-		"IdempotencyLockMany": "row locks before a delete under READ COMMITTED; SQLite has one writer",
-		"MessageLockMany":     "as IdempotencyLockMany",
-		"MigrationLock":       "advisory lock serialising migrators; SQLite's writer lock does it",
-		"SessionLock":         "advisory lock between sign-out and registration; SQLite has one writer",
-		"ServerMigrationLock": "as MigrationLock, for the server's migrations",
-		"SessionLockShared":   "as SessionLock",
-		"Wake":                "NOTIFY; SQLite wakes by polling data_version",
+		"IdempotencyLockMany":   "row locks before a delete under READ COMMITTED; SQLite has one writer",
+		"MessageLockMany":       "as IdempotencyLockMany",
+		"MessageCancelInFlight": "a statement after the cancel's, to see marks committed while it waited for their locks; SQLite counts first (MessageCancelCount)",
+		"MigrationLock":         "advisory lock serialising migrators; SQLite's writer lock does it",
+		"SessionLock":           "advisory lock between sign-out and registration; SQLite has one writer",
+		"ServerMigrationLock":   "as MigrationLock, for the server's migrations",
+		"SessionLockShared":     "as SessionLock",
+		"Wake":                  "NOTIFY; SQLite wakes by polling data_version",
 	},
 	"sqlite": {
 		"Backup":             "VACUUM INTO for `oncepush backup`",
@@ -49,6 +50,7 @@ var dialectOnly = map[string]map[string]string{
 		"JournalMode":        "PRAGMA journal_mode, checked at open",
 		"MainFile":           "PRAGMA database_list, to name the file in errors",
 		"MessageSweepLast":   "the sweep's cursor in a statement of its own",
+		"MessageCancelCount": "what MessageCancel will end, counted first under the write lock; PostgreSQL counts after (MessageCancelInFlight)",
 		"QuickCheck":         "PRAGMA quick_check, refusing corrupt files at open",
 	},
 }

@@ -113,6 +113,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
 		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
 		{"MessageReads", testMessageReads[TTx]},
+		{"CancelPending", testCancelPending[TTx]},
+		{"CancelInFlight", testCancelInFlight[TTx]},
 		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},
 		{"AcceptedDeviceEndsDeliverySent", testAcceptedEndsSent[TTx]},
 		{"ObserverPanicKeepsOutcome", testObserverPanicKeepsOutcome[TTx]},

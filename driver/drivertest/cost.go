@@ -63,7 +63,7 @@ func (e *countingExec) DeviceAttemptListByDeliveries(ctx context.Context, ids []
 	return e.Executor.DeviceAttemptListByDeliveries(ctx, ids)
 }
 
-func (e *countingExec) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+func (e *countingExec) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]driver.UpdatedDelivery, error) {
 	e.countUnlessEmpty(len(p.Updates))
 	return e.Executor.DeliveryUpdateMany(ctx, p)
 }

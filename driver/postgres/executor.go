@@ -152,7 +152,7 @@ func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int6
 	}, q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
 }
 
-func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]driver.UpdatedDelivery, error) {
 	n := len(p.Updates)
 	if n == 0 {
 		return nil, nil
@@ -167,7 +167,7 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 		ids[i], statuses[i], attempts[i] = u.ID, u.Status, int32(u.Attempts)
 		nextAts[i], delays[i], lastErrors[i] = u.NextAttemptAt, micros(u.Delay), u.LastError
 	}
-	return query(ctx, e.db, pgx.RowTo[int64], q.Get("DeliveryUpdateMany"), named{
+	return query(ctx, e.db, pgx.RowToStructByPos[driver.UpdatedDelivery], q.Get("DeliveryUpdateMany"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "ids": ids, "statuses": statuses, "attempts": attempts,
 		"next_ats": nextAts, "delays_us": delays, "last_errors": lastErrors,
 	})
@@ -457,6 +457,32 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
 	return queryOne(ctx, e.db, scanMessage, q.Get("MessageGet"), named{"id": id})
+}
+
+func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
+	res := &driver.MessageCancelResult{}
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		ids, err := query(ctx, tx, pgx.RowTo[int64], q.Get("MessageCancel"), named{"now": p.Now, "message_id": p.MessageID})
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, q.Get("MessageExists"), named{"id": p.MessageID}).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return driver.ErrNotFound
+			}
+			return nil
+		}
+		res.Canceled = len(ids)
+		return tx.QueryRow(ctx, q.Get("MessageCancelInFlight"), named{"ids": ids}).Scan(&res.InFlight)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (e *executor) DeviceAttemptAmbiguousCount(ctx context.Context, messageID int64) (int, error) {

@@ -88,24 +88,28 @@ WHERE delivery_id = ANY (@delivery_ids::bigint[])
 ORDER BY delivery_id, device_id;
 
 -- name: DeliveryUpdateMany :many
--- Guarded by the lease: a run whose lease was taken changes nothing.
+-- Guarded by the lease: a run whose lease was taken changes nothing. A
+-- delivery canceled under the lease (MessageCancel) keeps what the cancel
+-- wrote; only its lease is released.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
 UPDATE oncepush_delivery d
-SET status          = u.status,
+SET status          = CASE WHEN d.status = 'canceled' THEN d.status ELSE u.status END,
     attempts        = u.attempts,
-    next_attempt_at = CASE WHEN u.status = 'pending'
+    next_attempt_at = CASE WHEN d.status = 'pending' AND u.status = 'pending'
                            THEN coalesce(u.next_at, n.now + u.delay_us * interval '1 microsecond')
                            ELSE d.next_attempt_at END,
     lease_id        = NULL,
-    last_error      = coalesce(u.last_error, d.last_error),
-    finished_at     = CASE WHEN u.status = 'pending' THEN NULL ELSE n.now END
+    last_error      = CASE WHEN d.status = 'canceled' THEN d.last_error ELSE coalesce(u.last_error, d.last_error) END,
+    finished_at     = CASE WHEN d.status = 'canceled' THEN d.finished_at
+                           WHEN u.status = 'pending' THEN NULL
+                           ELSE n.now END
 FROM unnest(@ids::bigint[], @statuses::text[], @attempts::integer[], @next_ats::timestamptz[],
             @delays_us::bigint[], @last_errors::text[])
          AS u (id, status, attempts, next_at, delay_us, last_error),
      n
 WHERE d.id = u.id
   AND d.lease_id = @lease_id
-RETURNING d.id;
+RETURNING d.id, d.status;
 
 -- name: DeviceAttemptUpsertMany :exec
 -- A pair is (delivery, transport, token key): a re-registered token is the same pair.
@@ -385,6 +389,26 @@ SELECT to_regclass('oncepush_migration') IS NOT NULL;
 SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
 FROM oncepush_message
 WHERE id = @id;
+
+-- name: MessageCancel :many
+-- Every pending delivery of the message ends canceled, leased or not; a
+-- run holding one marks nothing more of it (DeviceAttemptMarkSending wants
+-- it pending, with the row locked).
+UPDATE oncepush_delivery
+SET status = 'canceled', finished_at = coalesce(@now::timestamptz, now()), last_error = 'canceled'
+WHERE message_id = @message_id AND status = 'pending'
+RETURNING id;
+
+-- name: MessageCancelInFlight :one
+-- Part of MessageCancel, after it in the same transaction: a statement of
+-- its own, so that it sees every mark that committed before the cancel
+-- locked the rows (and none can commit after).
+SELECT count(DISTINCT delivery_id)
+FROM oncepush_device_attempt
+WHERE delivery_id = ANY (@ids::bigint[]) AND state = 'sending';
+
+-- name: MessageExists :one
+SELECT EXISTS (SELECT 1 FROM oncepush_message WHERE id = @id);
 
 -- name: DeviceAttemptAmbiguousCount :one
 SELECT count(*)

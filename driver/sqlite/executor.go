@@ -428,7 +428,7 @@ type deliveryUpdate struct {
 	LastError *string `json:"last_error"`
 }
 
-func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]int64, error) {
+func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]driver.UpdatedDelivery, error) {
 	if len(p.Updates) == 0 {
 		return nil, nil
 	}
@@ -444,8 +444,12 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 	if err != nil {
 		return nil, err
 	}
-	return written(ctx, e, func(db dbtx) ([]int64, error) {
-		return query(ctx, db, scanValue[int64], q.Get("DeliveryUpdateMany"),
+	return written(ctx, e, func(db dbtx) ([]driver.UpdatedDelivery, error) {
+		return query(ctx, db, func(r scanner) (driver.UpdatedDelivery, error) {
+			var u driver.UpdatedDelivery
+			err := r.Scan(&u.ID, &u.Status)
+			return u, err
+		}, q.Get("DeliveryUpdateMany"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("lease_id", p.LeaseID), sql.Named("updates", list))
 	})
 }
@@ -748,6 +752,26 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 }
 
 // --- reading the ledger (messages)
+
+func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
+	return written(ctx, e, func(db dbtx) (*driver.MessageCancelResult, error) {
+		var exists bool
+		if err := db.QueryRowContext(ctx, q.Get("MessageExists"), sql.Named("id", p.MessageID)).Scan(&exists); err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, driver.ErrNotFound
+		}
+		// One writer at a time: the count and the update see the same rows.
+		res := &driver.MessageCancelResult{}
+		if err := db.QueryRowContext(ctx, q.Get("MessageCancelCount"), sql.Named("message_id", p.MessageID)).
+			Scan(&res.Canceled, &res.InFlight); err != nil {
+			return nil, err
+		}
+		_, err := db.ExecContext(ctx, q.Get("MessageCancel"), sql.Named("message_id", p.MessageID), sql.Named("now", nowMicros(p.Now)))
+		return res, err
+	})
+}
 
 func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, error) {
 	m, err := scanMessage(e.conn().QueryRowContext(ctx, q.Get("MessageGet"), sql.Named("id", id)))

@@ -83,18 +83,23 @@ WHERE delivery_id IN (SELECT value FROM json_each(@delivery_ids))
 ORDER BY delivery_id, device_id;
 
 -- name: DeliveryUpdateMany :many
--- Guarded by the lease: a run whose lease was taken changes nothing.
+-- Guarded by the lease: a run whose lease was taken changes nothing. A
+-- delivery canceled under the lease (MessageCancel) keeps what the cancel
+-- wrote; only its lease is released.
 -- @updates: [{"id", "status", "attempts", "next_at" (µs or null), "delay_us",
 -- "last_error" (text or null)}, …]
 UPDATE oncepush_delivery
-SET status          = u.status,
+SET status          = CASE WHEN oncepush_delivery.status = 'canceled' THEN oncepush_delivery.status ELSE u.status END,
     attempts        = u.attempts,
-    next_attempt_at = CASE WHEN u.status = 'pending'
+    next_attempt_at = CASE WHEN oncepush_delivery.status = 'pending' AND u.status = 'pending'
                            THEN coalesce(u.next_at, @now + u.delay_us)
                            ELSE oncepush_delivery.next_attempt_at END,
     lease_id        = NULL,
-    last_error      = coalesce(u.last_error, oncepush_delivery.last_error),
-    finished_at     = CASE WHEN u.status = 'pending' THEN NULL ELSE @now END
+    last_error      = CASE WHEN oncepush_delivery.status = 'canceled' THEN oncepush_delivery.last_error
+                           ELSE coalesce(u.last_error, oncepush_delivery.last_error) END,
+    finished_at     = CASE WHEN oncepush_delivery.status = 'canceled' THEN oncepush_delivery.finished_at
+                           WHEN u.status = 'pending' THEN NULL
+                           ELSE @now END
 FROM (SELECT value ->> '$.id'         AS id,
              value ->> '$.status'     AS status,
              value ->> '$.attempts'   AS attempts,
@@ -104,7 +109,7 @@ FROM (SELECT value ->> '$.id'         AS id,
       FROM json_each(@updates)) AS u
 WHERE oncepush_delivery.id = u.id
   AND oncepush_delivery.lease_id = @lease_id
-RETURNING id;
+RETURNING id, status;
 
 -- name: DeviceAttemptUpsertMany :exec
 -- @rows: [{"delivery_id", "device_id", "transport", "token_key", "state",
@@ -359,6 +364,26 @@ SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'once
 SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
 FROM oncepush_message
 WHERE id = @id;
+
+-- name: MessageCancelCount :one
+-- Part of MessageCancel, first: what the cancel will end (the write lock is
+-- held, so nothing changes between the two).
+SELECT count(*),
+       coalesce(sum(EXISTS (SELECT 1 FROM oncepush_device_attempt a
+                            WHERE a.delivery_id = d.id AND a.state = 'sending')), 0)
+FROM oncepush_delivery d
+WHERE d.message_id = @message_id AND d.status = 'pending';
+
+-- name: MessageExists :one
+SELECT EXISTS (SELECT 1 FROM oncepush_message WHERE id = @id);
+
+-- name: MessageCancel :execrows
+-- Every pending delivery of the message ends canceled, leased or not; a
+-- run holding one marks nothing more of it (DeviceAttemptMarkSending wants
+-- it pending).
+UPDATE oncepush_delivery
+SET status = 'canceled', finished_at = @now, last_error = 'canceled'
+WHERE message_id = @message_id AND status = 'pending';
 
 -- name: DeviceAttemptAmbiguousCount :one
 SELECT count(*)

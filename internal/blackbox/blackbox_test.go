@@ -41,6 +41,7 @@ func TestBinary(t *testing.T) {
 			t.Run("SIGTERM", func(t *testing.T) { t.Parallel(); testSIGTERM(t, bin, db) })
 			t.Run("Canaries", func(t *testing.T) { t.Parallel(); testCanaries(t, bin, db) })
 			t.Run("Logs", func(t *testing.T) { t.Parallel(); testLogs(t, bin, db) })
+			t.Run("Cancel", func(t *testing.T) { t.Parallel(); testCancel(t, bin, db) })
 		})
 	}
 }

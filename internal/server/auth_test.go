@@ -34,6 +34,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 			"POST /v1/notifications":                     obj{"recipients": []string{"u_1"}, "title": "Hello again"},
 			"GET /v1/notifications/{id}":                 nil,
 			"GET /v1/notifications/{id}/deliveries":      nil,
+			"POST /v1/notifications/{id}/cancel":         nil,
 			"GET /v1/recipients/{recipient}/deliveries":  nil,
 			"PUT /v1/recipients/{recipient}/devices":     obj{"transport": "apns", "token": e.token(oncepush.TransportAPNs)},
 			"GET /v1/recipients/{recipient}/devices":     nil,

@@ -266,6 +266,32 @@ func (s *Server[TTx]) message(ctx context.Context, id int64) (*oncepush.StoredMe
 	return m, err
 }
 
+// cancelView is the answer to a cancel.
+type cancelView struct {
+	ID       int64 `json:"id"`
+	Canceled int   `json:"canceled"`
+	InFlight int   `json:"inFlight"`
+}
+
+func (s *Server[TTx]) cancelNotification(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
+		return err
+	}
+	res, err := s.client.CancelMessage(r.Context(), id)
+	if errors.Is(err, oncepush.ErrNotFound) {
+		return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cancelView{ID: id, Canceled: res.Canceled, InFlight: res.InFlight})
+	return nil
+}
+
 func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {

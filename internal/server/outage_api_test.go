@@ -28,6 +28,7 @@ func validRequests(e *env, id int64) map[string]struct {
 		"POST /v1/notifications":                     {"/v1/notifications", obj{"recipients": []string{"u_1"}, "title": "Hello"}},
 		"GET /v1/notifications/{id}":                 {fmt.Sprintf("/v1/notifications/%d", id), nil},
 		"GET /v1/notifications/{id}/deliveries":      {fmt.Sprintf("/v1/notifications/%d/deliveries", id), nil},
+		"POST /v1/notifications/{id}/cancel":         {fmt.Sprintf("/v1/notifications/%d/cancel", id), nil},
 		"GET /v1/recipients/{recipient}/deliveries":  {"/v1/recipients/u_1/deliveries", nil},
 		"PUT /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok}},
 		"GET /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", nil},

@@ -246,3 +246,41 @@ func TestLargestPage(t *testing.T) {
 		e.do("GET", "/v1/recipients/u_1/deliveries?limit=1001", e.admin, nil).wantProblem(t, http.StatusBadRequest, "invalid_field", "limit")
 	})
 }
+
+// A notification scheduled for later can be canceled: every delivery ends
+// canceled with its reason, the providers never see it, and the answer
+// counts what ended. Canceling again cancels nothing; an unknown id is 404,
+// a body 415.
+func TestCancelNotification(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, nil)
+		e.register("u_2", oncepush.TransportAPNs, nil)
+		at := epoch.Add(24 * time.Hour)
+		a := e.send(e.admin, obj{"recipients": []string{"u_1", "u_2"}, "title": "Tomorrow", "scheduledAt": at.Format(time.RFC3339)})
+		path := fmt.Sprintf("/v1/notifications/%d/cancel", a.ID)
+		var res struct{ ID, Canceled, InFlight int64 }
+		e.do("POST", path, e.admin, nil).want(t, http.StatusOK).decode(t, &res)
+		if res.ID != a.ID || res.Canceled != 2 || res.InFlight != 0 {
+			t.Fatalf("cancel answered %+v; want 2 canceled, none in flight", res)
+		}
+		e.clock.Set(at)
+		e.drain()
+		if n := e.fcm.Count() + e.apns.Count(); n != 0 {
+			t.Fatalf("the providers got %d submissions of a canceled notification", n)
+		}
+		if n := e.notification(a.ID); n.Counts["canceled"] != 2 || n.Counts["pending"] != 0 {
+			t.Errorf("counts %v; want 2 canceled", n.Counts)
+		}
+		for _, d := range e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID)) {
+			if d.Status != "canceled" || d.LastError != "canceled" || d.FinishedAt == nil {
+				t.Errorf("delivery %+v; want canceled, finished, saying so", d)
+			}
+		}
+		e.do("POST", path, e.admin, nil).want(t, http.StatusOK).decode(t, &res)
+		if res.Canceled != 0 {
+			t.Errorf("a second cancel canceled %d", res.Canceled)
+		}
+		e.do("POST", "/v1/notifications/999999/cancel", e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
+		e.do("POST", path, e.admin, obj{"why": "no"}).wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "")
+	})
+}

@@ -258,6 +258,7 @@ func (s *Server[TTx]) table() []route {
 		{method: "POST", path: "/v1/notifications", scope: apikey.ScopeSend, h: s.postNotification},
 		{method: "GET", path: "/v1/notifications/{id}", scope: apikey.ScopeRead, h: s.getNotification},
 		{method: "GET", path: "/v1/notifications/{id}/deliveries", scope: apikey.ScopeRead, h: s.listNotificationDeliveries},
+		{method: "POST", path: "/v1/notifications/{id}/cancel", scope: apikey.ScopeSend, h: s.cancelNotification},
 		{method: "GET", path: "/v1/recipients/{recipient}/deliveries", scope: apikey.ScopeRead, h: s.listRecipientDeliveries},
 		{method: "PUT", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeDevices, h: s.putDevice},
 		{method: "GET", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeRead, h: s.listDevices},

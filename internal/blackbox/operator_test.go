@@ -1,7 +1,12 @@
 package blackbox
 
+// What an operator sees and does through the binary: the delivery logs, and
+// canceling a notification.
+
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -61,5 +66,38 @@ func testLogs(t *testing.T, bin string, db database) {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log holds %s", what)
 		}
+	}
+}
+
+// testCancel: a notification scheduled for 2030 is canceled through the
+// binary's API: its deliveries end canceled at once, and the providers never
+// see it.
+func testCancel(t *testing.T, bin string, db database) {
+	f := startFake(t, bin)
+	s := startServe(t, bin, db.new(t), f.serverConfig(t, nil), true)
+	for i, tr := range []oncepush.Transport{oncepush.TransportFCM, oncepush.TransportAPNs} {
+		tok, _ := token(f, tr, 40+i)
+		s.register("u_cancel", tr, tok)
+		other, _ := token(f, tr, 50+i)
+		s.register(fmt.Sprintf("u_cancel_%d", i), tr, other)
+	}
+	a := s.send(map[string]any{"recipients": []string{"u_cancel", "u_cancel_0", "u_cancel_1"}, "title": "In 2030",
+		"scheduledAt": "2030-01-07T09:00:00Z"})
+	var res struct{ ID, Canceled, InFlight int64 }
+	s.must("POST", fmt.Sprintf("/v1/notifications/%d/cancel", a.ID), nil, http.StatusOK, &res)
+	if res.ID != a.ID || res.Canceled != 3 || res.InFlight != 0 {
+		t.Fatalf("cancel answered %+v; want 3 canceled", res)
+	}
+	for _, d := range s.notificationDeliveries(a.ID) {
+		if d.Status != "canceled" || d.LastError != "canceled" || len(d.Devices) != 0 {
+			t.Errorf("delivery %+v; want canceled, no device submitted", d)
+		}
+	}
+	s.must("POST", fmt.Sprintf("/v1/notifications/%d/cancel", a.ID), nil, http.StatusOK, &res)
+	if res.Canceled != 0 {
+		t.Errorf("a second cancel canceled %d", res.Canceled)
+	}
+	if n := len(f.requests(oncepush.TransportFCM)) + len(f.requests(oncepush.TransportAPNs)); n != 0 {
+		t.Errorf("the fake received %d requests for a canceled notification", n)
 	}
 }

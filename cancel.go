@@ -1,0 +1,36 @@
+package oncepush
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/oncepush/oncepush/driver"
+)
+
+// CancelResult says what CancelMessage ended.
+type CancelResult struct {
+	// Canceled is the number of the message's deliveries that ended canceled.
+	Canceled int
+	// InFlight is how many of them had a submission in flight: handed, or
+	// about to be handed, to a provider by a run. Those sends may still reach
+	// their devices; their answers are recorded on the deliveries' devices.
+	InFlight int
+}
+
+// CancelMessage ends every pending delivery of the message canceled, those
+// a run holds included. Once it returns, no new submission of the message
+// starts, in this process or any other: a run marks a device sending only
+// while its delivery is pending, and the ledger counts a marked device as
+// submitted. Deliveries already final keep their status, so canceling twice,
+// or a message that is done, cancels nothing. ErrNotFound: no such message
+// (or its deliveries are gone). See docs/architecture.md, "Cancel".
+func (c *Client[TTx]) CancelMessage(ctx context.Context, id int64) (CancelResult, error) {
+	res, err := c.driver.Exec().MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: id})
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("oncepush: cancel message %d: %w", id, err)
+	}
+	for range res.Canceled {
+		c.obs.Finished(StatusCanceled)
+	}
+	return CancelResult{Canceled: res.Canceled, InFlight: res.InFlight}, nil
+}
