@@ -1,6 +1,7 @@
 package oncepush
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -176,6 +177,9 @@ func (p *claimPlan) planMessage(now time.Time, msg *driver.Message, ds []*delive
 		case msg == nil: // cannot happen under the foreign key; never strand the rows
 			p.updates = append(p.updates, rules.retryOrEnd(d, "message not found", 0, true))
 		case !now.Before(msg.ExpiresAt):
+			if !d.accepted {
+				d.note("expired: its lifetime ended at " + stamp(msg.ExpiresAt) + " before it was sent")
+			}
 			p.updates = append(p.updates, d.end(driver.StatusExpired))
 		case ans.err != nil:
 			p.updates = append(p.updates, rules.retryOrEnd(d, "eligibility: "+ans.err.Error(), 0, true))
@@ -190,10 +194,21 @@ func (p *claimPlan) planMessage(now time.Time, msg *driver.Message, ds []*delive
 func (p *claimPlan) planDelivery(d *delivery, dec Decision, devices []*driver.Device, rules planRules) {
 	switch dec.kind {
 	case decideSkip:
+		if !d.accepted {
+			d.note("skipped: " + cmp.Or(dec.reason, "the eligibility rule said skip"))
+		}
 		p.updates = append(p.updates, d.end(driver.StatusSkipped))
 		return
 	case decideDelay:
 		if !dec.until.Before(d.msg.ExpiresAt) {
+			if !d.accepted {
+				why := ""
+				if dec.reason != "" {
+					why = " (" + dec.reason + ")"
+				}
+				d.note("expired: the eligibility rule delayed it until " + stamp(dec.until) + why +
+					", at or past the end of its lifetime, " + stamp(d.msg.ExpiresAt))
+			}
 			p.updates = append(p.updates, d.end(driver.StatusExpired))
 			return
 		}
@@ -299,3 +314,6 @@ func flattenData(raw []byte) map[string]string {
 	}
 	return out
 }
+
+// stamp is an instant as the ledger's texts write it: RFC 3339, UTC.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

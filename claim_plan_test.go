@@ -86,7 +86,7 @@ func TestPlanClaim(t *testing.T) {
 		{
 			name:    "an expired message ends expired",
 			in:      claimInput{rows: []*driver.ClaimedDelivery{row(1, 9, "r", 0)}, messages: []*driver.Message{m9}, devices: []*driver.Device{dev(1, "r", TransportFCM)}},
-			updates: []string{"d1 expired a0"},
+			updates: []string{"d1 expired a0 err=expired: its lifetime ended at 2026-01-05T09:00:00Z before it was sent"},
 		},
 		{
 			name: "an expired message a device accepted before ends sent",
@@ -109,7 +109,7 @@ func TestPlanClaim(t *testing.T) {
 			name:    "skip ends skipped",
 			in:      claimInput{rows: []*driver.ClaimedDelivery{row(1, 1, "r", 0), row(2, 1, "s", 0)}, messages: []*driver.Message{m1}, devices: []*driver.Device{dev(1, "r", TransportFCM), dev(2, "s", TransportFCM)}},
 			answers: skip("r"),
-			updates: []string{"d1 skipped a0"},
+			updates: []string{"d1 skipped a0 err=skipped: the eligibility rule said skip"},
 			pairs:   []string{"d2 dev2 fcm/t2"},
 		},
 		{
@@ -126,10 +126,24 @@ func TestPlanClaim(t *testing.T) {
 			updates: []string{"d1 pending a0 at+30m0s"},
 		},
 		{
+			name: "a skip says the rule's reason",
+			in:   claimInput{rows: []*driver.ClaimedDelivery{row(1, 1, "r", 0)}, messages: []*driver.Message{m1}, devices: []*driver.Device{dev(1, "r", TransportFCM)}},
+			answers: map[int64]eligibilityAnswer{1: {decisions: map[string]Decision{
+				"r": DecisionSkip.Because("opted out of category news")}}},
+			updates: []string{"d1 skipped a0 err=skipped: opted out of category news"},
+		},
+		{
+			name: "a delay past the lifetime says the rule's reason",
+			in:   claimInput{rows: []*driver.ClaimedDelivery{row(1, 1, "r", 0)}, messages: []*driver.Message{m1}, devices: []*driver.Device{dev(1, "r", TransportFCM)}},
+			answers: map[int64]eligibilityAnswer{1: {decisions: map[string]Decision{
+				"r": DelayUntil(m1.ExpiresAt.Add(time.Hour)).Because("quiet hours")}}},
+			updates: []string{"d1 expired a0 err=expired: the eligibility rule delayed it until 2026-01-05T11:00:00Z (quiet hours), at or past the end of its lifetime, 2026-01-05T10:00:00Z"},
+		},
+		{
 			name:    "a delay to the end of the lifetime ends expired",
 			in:      claimInput{rows: []*driver.ClaimedDelivery{row(1, 1, "r", 0)}, messages: []*driver.Message{m1}, devices: []*driver.Device{dev(1, "r", TransportFCM)}},
 			answers: delay("r", m1.ExpiresAt),
-			updates: []string{"d1 expired a0"},
+			updates: []string{"d1 expired a0 err=expired: the eligibility rule delayed it until 2026-01-05T10:00:00Z, at or past the end of its lifetime, 2026-01-05T10:00:00Z"},
 		},
 		{
 			name: "a delay past the lifetime after a device accepted ends sent",
@@ -208,7 +222,7 @@ func TestPlanClaim(t *testing.T) {
 			name: "a recovered expired message ends expired, its pair recorded ambiguous",
 			in: claimInput{rows: []*driver.ClaimedDelivery{row(1, 9, "r", 0)}, messages: []*driver.Message{m9},
 				devices: []*driver.Device{dev(1, "r", TransportFCM)}, attempts: []*driver.DeviceAttempt{att(1, 1, TransportFCM, driver.AttemptSending, 1)}},
-			updates:   []string{"d1 expired a1"},
+			updates:   []string{"d1 expired a1 err=expired: its lifetime ended at 2026-01-05T09:00:00Z before it was sent"},
 			writes:    []string{"d1 dev1 fcm/t1 ambiguous amb+1 err=" + textAbandoned},
 			recovered: 1,
 		},
@@ -239,7 +253,7 @@ func TestPlanClaim(t *testing.T) {
 			name: "deliveries are decided message by message, in claim order",
 			in: claimInput{rows: []*driver.ClaimedDelivery{row(1, 9, "a", 0), row(2, 1, "b", 0), row(3, 9, "c", 0), row(4, 1, "d", 0)},
 				messages: []*driver.Message{m1, m9}, devices: []*driver.Device{dev(1, "b", TransportFCM), dev(2, "d", TransportAPNs)}},
-			updates: []string{"d1 expired a0", "d3 expired a0"},
+			updates: []string{"d1 expired a0 err=expired: its lifetime ended at 2026-01-05T09:00:00Z before it was sent", "d3 expired a0 err=expired: its lifetime ended at 2026-01-05T09:00:00Z before it was sent"},
 			pairs:   []string{"d2 dev1 fcm/t1", "d4 dev2 apns/t2"},
 		},
 	} {

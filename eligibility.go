@@ -7,8 +7,9 @@ import (
 
 // Decision is eligibility's answer for one recipient.
 type Decision struct {
-	kind  decisionKind
-	until time.Time
+	kind   decisionKind
+	until  time.Time
+	reason string
 }
 
 type decisionKind int
@@ -30,8 +31,23 @@ var DecisionSkip = Decision{kind: decideSkip}
 // expiry ends the delivery expired.
 func DelayUntil(t time.Time) Decision { return Decision{kind: decideDelay, until: t} }
 
+// Because returns d with the reason for it, in words for the ledger: a
+// skipped delivery's last error reads "skipped: <reason>", one delayed past
+// its lifetime "expired: … (<reason>)". Say which preference, not whose:
+// "opted out of category news", "quiet hours until 07:00 Europe/Zurich".
+func (d Decision) Because(reason string) Decision {
+	d.reason = reason
+	return d
+}
+
+// Reason returns what Because gave d ("" if nothing).
+func (d Decision) Reason() string { return d.reason }
+
 // IsSkip reports whether d is DecisionSkip.
 func (d Decision) IsSkip() bool { return d.kind == decideSkip }
+
+// Is reports whether d and o are the same decision, reasons aside.
+func (d Decision) Is(o Decision) bool { return d.kind == o.kind && d.until.Equal(o.until) }
 
 // Until returns the time of a DelayUntil decision and whether d is one.
 func (d Decision) Until() (time.Time, bool) { return d.until, d.kind == decideDelay }

@@ -71,7 +71,11 @@ type SendOptions struct {
 	// sees it, and Config.Categories may give it its own ambiguity policy. When
 	// Config.Categories is set, an unknown category is refused.
 	Category string
-	// ScheduledAt delays the first send; zero means now.
+	// ScheduledAt delays the first send; zero means now. A time in the past
+	// is sent at once if its lifetime has not ended; one whose lifetime has
+	// ended is refused (a *ValidationError naming scheduledAt), unless the
+	// send has a DedupKey: a retry must answer as the send it repeats, so its
+	// deliveries are written and expire, their last error saying why.
 	ScheduledAt time.Time
 	// Lifetime bounds how long after ScheduledAt the notification may still be
 	// sent; after it, the delivery ends expired. Zero means Config.MessageLifetime
@@ -234,6 +238,17 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 		p.lifetime = c.cfg.MessageLifetime
 	default:
 		p.lifetime = opts.Lifetime
+	}
+	// A time in the past is sent at once while its lifetime lasts; past
+	// that, it could only ever expire, which a caller would not learn until
+	// it read the ledger. A send with a dedup key is the exception: it may be
+	// a retry of one already written, which must answer as that one did (a
+	// replay, or duplicates); what it does write expires at its claim, saying
+	// why. Without Config.Clock, "now" is this process's clock, not the
+	// database's: they differ by the hosts' skew.
+	if at := opts.ScheduledAt; !at.IsZero() && opts.DedupKey == "" && !at.Add(p.lifetime).After(c.clockNow()) {
+		return nil, invalid("scheduledAt", "%s is so far in the past that its lifetime (%s) has ended: "+
+			"give a later time, none (now), or a longer lifetime", at.UTC().Format(time.RFC3339), p.lifetime)
 	}
 	if opts.Ambiguity != "" && !opts.Ambiguity.valid() {
 		return nil, invalid("ambiguity", "%q is neither %q nor %q", opts.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)

@@ -285,8 +285,8 @@ func TestOptedOutCategoryIsSkipped(t *testing.T) {
 			t.Fatalf("the provider got %d submissions (%v), want only the billing one", len(subs), categories(subs))
 		}
 		ds := e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", promo.ID))
-		if len(ds) != 1 || ds[0].Status != "skipped" || len(ds[0].Devices) != 0 {
-			t.Errorf("the marketing delivery: %+v, want skipped with no device attempt", ds)
+		if len(ds) != 1 || ds[0].Status != "skipped" || len(ds[0].Devices) != 0 || ds[0].LastError != "skipped: opted out of category marketing" {
+			t.Errorf("the marketing delivery: %+v, want skipped with no device attempt, saying why", ds)
 		}
 		if n := e.notification(promo.ID); n.Counts["skipped"] != 1 {
 			t.Errorf("marketing counts %v, want 1 skipped", n.Counts)
@@ -348,6 +348,10 @@ func TestQuietHoursPastTheLifetimeExpire(t *testing.T) {
 		e.drain()
 		if n := e.notification(a.ID); n.Counts["expired"] != 1 || e.fcm.Count() != 0 {
 			t.Errorf("counts %v and %d submissions, want 1 expired and none", n.Counts, e.fcm.Count())
+		}
+		ds := e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", a.ID))
+		if want := "(quiet hours until 11:00 Europe/Zurich)"; len(ds) != 1 || !strings.Contains(ds[0].LastError, want) {
+			t.Errorf("the expired delivery: %+v, want its last error to say %s", ds, want)
 		}
 	})
 }

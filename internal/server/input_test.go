@@ -122,6 +122,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{"ttlSeconds: zero", "POST", send, ok(obj{"ttlSeconds": 0}), nil, bad, c400, "ttlSeconds"},
 			{"ttlSeconds: past 28 days", "POST", send, ok(obj{"ttlSeconds": 28*24*3600 + 1}), nil, bad, c400, "ttlSeconds"},
 			{"scheduledAt: not a date", "POST", send, ok(obj{"scheduledAt": "tomorrow"}), nil, bad, c400, "scheduledAt"},
+			{"scheduledAt: past its lifetime", "POST", send, ok(obj{"scheduledAt": "2026-01-03T09:00:00Z"}), nil, bad, c400, "scheduledAt"},
+			{"scheduledAt: past its ttl", "POST", send, ok(obj{"scheduledAt": "2026-01-05T08:00:00Z", "ttlSeconds": 3600}), nil, bad, c400, "scheduledAt"},
 			{"ambiguity: unknown", "POST", send, ok(obj{"ambiguity": "sometimes"}), nil, bad, c400, "ambiguity"},
 			{"dedupeKey: too long", "POST", send, ok(obj{"dedupeKey": strings.Repeat("k", 201)}), nil, bad, c400, "dedupeKey"},
 			{"Idempotency-Key: too long", "POST", send, ok(nil), []string{"Idempotency-Key", strings.Repeat("k", 201)}, bad, c400, "dedupeKey"},

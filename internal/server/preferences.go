@@ -190,11 +190,11 @@ func PreferenceEligibility[TTx any](store serverstore.Store[TTx]) oncepush.Eligi
 		out := make(map[string]oncepush.Decision, len(prefs))
 		for _, p := range prefs {
 			if n.Category != "" && slices.Contains(p.OptOut, n.Category) {
-				out[p.Recipient] = oncepush.DecisionSkip
+				out[p.Recipient] = oncepush.DecisionSkip.Because("opted out of category " + n.Category)
 				continue
 			}
 			if end, quiet := quietUntil(p, n.Now); quiet {
-				out[p.Recipient] = oncepush.DelayUntil(end)
+				out[p.Recipient] = oncepush.DelayUntil(end).Because("quiet hours until " + end.Format("15:04") + " " + p.TimeZone)
 			}
 		}
 		return out, nil

@@ -284,3 +284,27 @@ func TestCancelNotification(t *testing.T) {
 		e.do("POST", path, e.admin, obj{"why": "no"}).wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "")
 	})
 }
+
+// A scheduledAt in the past is sent at once while its lifetime lasts. Past
+// it, a send with a key (perhaps a retry of one already written) is
+// accepted, and what it writes expires at once, saying why; without a key it
+// is refused (see TestBadInputIsRefusedAndWritesNothing).
+func TestScheduledInThePast(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, nil)
+		late := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "A bit late", "scheduledAt": epoch.Add(-time.Hour).Format(time.RFC3339)})
+		keyed := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Too late", "dedupeKey": "too-late",
+			"scheduledAt": epoch.Add(-48 * time.Hour).Format(time.RFC3339)})
+		e.drain()
+		if n := e.notification(late.ID); n.Counts["sent"] != 1 {
+			t.Errorf("an hour late: counts %v, want sent", n.Counts)
+		}
+		ds := e.deliveries(fmt.Sprintf("/v1/notifications/%d/deliveries", keyed.ID))
+		if want := "expired: its lifetime ended at 2026-01-04T09:00:00Z before it was sent"; len(ds) != 1 || ds[0].Status != "expired" || ds[0].LastError != want {
+			t.Errorf("two days late, with a key: %+v; want expired saying %q", ds, want)
+		}
+		if e.fcm.Count() != 1 {
+			t.Errorf("%d submissions, want only the one an hour late", e.fcm.Count())
+		}
+	})
+}
