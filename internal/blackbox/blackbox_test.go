@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +27,7 @@ import (
 func TestBinary(t *testing.T) {
 	bin := build(t)
 	t.Run("Version", func(t *testing.T) { t.Parallel(); testVersion(t, bin) })
+	t.Run("Help", func(t *testing.T) { t.Parallel(); testHelp(t, bin) })
 	t.Run("VAPIDGenerate", func(t *testing.T) { t.Parallel(); testVAPIDGenerate(t, bin) })
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
@@ -61,6 +63,52 @@ func testVersion(t *testing.T, bin string) {
 	}
 	if r := run(t, bin, "no-such-command"); r.code != 2 {
 		t.Errorf("an unknown command: exit code %d, want 2", r.code)
+	}
+}
+
+// testHelp: -h and --help on every command, and on every subcommand of
+// keys and vapid, describe it (and its flags) on stdout and exit 0; a flag it
+// does not take is said once, with a hint to the help, exit code 2.
+func testHelp(t *testing.T, bin string) {
+	for _, c := range []struct {
+		cmd  []string
+		want []string // in the help, besides "oncepush <cmd>: "
+	}{
+		{[]string{"serve"}, []string{"-listen", "-database", "-no-workers"}},
+		{[]string{"work"}, []string{"-metrics-listen", "-database"}},
+		{[]string{"migrate"}, []string{"-database"}},
+		{[]string{"send"}, []string{"-to", "-dedupe-key"}},
+		{[]string{"fake-providers"}, []string{"-listen"}},
+		{[]string{"version"}, nil},
+		{[]string{"keys"}, []string{"keys create", "keys list", "keys revoke"}},
+		{[]string{"keys", "create"}, []string{"-name", "-scope"}},
+		{[]string{"keys", "list"}, []string{"-database"}},
+		{[]string{"keys", "revoke"}, []string{"ID", "-database"}},
+		{[]string{"vapid"}, []string{"vapid generate"}},
+		{[]string{"vapid", "generate"}, []string{"-json"}},
+	} {
+		name := strings.Join(c.cmd, " ")
+		for _, h := range []string{"-h", "--help"} {
+			r := run(t, bin, append(slices.Clone(c.cmd), h)...)
+			if r.code != 0 || r.stderr != "" {
+				t.Errorf("%s %s: exit code %d, stderr %q; want 0 and nothing", name, h, r.code, r.stderr)
+			}
+			if !strings.HasPrefix(r.stdout, "oncepush "+name+": ") || len(r.stdout) < len("oncepush "+name+": ")+10 {
+				t.Errorf("%s %s printed %q, want a description", name, h, r.stdout)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("%s %s does not mention %s:\n%s", name, h, w, r.stdout)
+				}
+			}
+		}
+		if name == "keys" || name == "vapid" {
+			continue // their subcommands take the flags
+		}
+		r := run(t, bin, append(slices.Clone(c.cmd), "--no-such-flag")...)
+		if r.code != 2 || strings.Count(r.stderr, "no-such-flag") != 1 || !strings.Contains(r.stderr, "--help") || r.stdout != "" {
+			t.Errorf("%s --no-such-flag: exit code %d, stderr %q; want 2 and the error once, with a hint to --help", name, r.code, r.stderr)
+		}
 	}
 }
 
