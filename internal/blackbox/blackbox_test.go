@@ -424,18 +424,33 @@ func testCLI(t *testing.T, bin string, db database) {
 	s.register("u_cli", oncepush.TransportFCM, tok)
 	sendArgs := []string{"send", "--database", dbURL, "--config", cfg, "--to", "u_cli", "--title", "From the command line",
 		"--data", `{"n": 12345678901234567890, "s": "x"}`, "--link", "/from/cli", "--dedupe-key", "cli-1", "--ttl", "1h", "--json"}
-	var first, again struct{ ID, Queued, Duplicates int64 }
+	type sent struct {
+		ID, Queued, Duplicates int64
+		Duplicate              bool
+	}
+	var first, again sent
 	if err := json.Unmarshal([]byte(runOK(t, bin, sendArgs...)), &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.ID == 0 || first.Queued != 1 || first.Duplicates != 0 {
+	if first.ID == 0 || first.Queued != 1 || first.Duplicates != 0 || first.Duplicate {
 		t.Fatalf("send printed %+v, want one queued", first)
 	}
+	// The same send again answers as the API does: the first answer, the
+	// original notification's id, marked a duplicate.
 	if err := json.Unmarshal([]byte(runOK(t, bin, sendArgs...)), &again); err != nil {
 		t.Fatal(err)
 	}
-	if again.Queued != 0 || again.Duplicates != 1 {
-		t.Errorf("the same send again printed %+v, want a duplicate", again)
+	if again != (sent{ID: first.ID, Queued: first.Queued, Duplicate: true}) {
+		t.Errorf("the same send again printed %+v, want the first answer (id %d) marked a duplicate", again, first.ID)
+	}
+	text := runOK(t, bin, sendArgs[:len(sendArgs)-1]...)
+	if !strings.Contains(text, fmt.Sprintf("id: %d\n", first.ID)) || !strings.Contains(text, "duplicate: true") {
+		t.Errorf("the same send again, as text: %q; want id %d, a duplicate", text, first.ID)
+	}
+	// Another notification under the same key is refused, naming the flag.
+	other := append(slices.Clone(sendArgs), "--body", "something else")
+	if r := run(t, bin, other...); r.code != 1 || !strings.Contains(r.stderr, "--dedupe-key") {
+		t.Errorf("another notification under the same key: exit code %d, stderr %q; want 1 naming --dedupe-key", r.code, r.stderr)
 	}
 	d := s.waitFinal("u_cli", 1)[0]
 	if d.Status != "sent" || d.NotificationID != first.ID {
