@@ -213,17 +213,34 @@ func testConfigErrors(t *testing.T, bin string) {
 	writeJSON(t, noKeyFile, config.File{Providers: config.Providers{oncepush.TransportAPNs: &registry.APNs{
 		KeyFile: filepath.Join(dir, "missing", "AuthKey.p8"), KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app",
 	}}})
+	file := func(body string) string {
+		p := filepath.Join(t.TempDir(), "oncepush.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badDuration, capitals := file(`{"engine": {"runBudget": "soon"}}`), file(`{"engine": {"BATCHSIZE": 5}}`)
 	for _, c := range []struct {
 		name    string
 		args    []string
 		env     []string
-		setting string
+		setting string // the start of the error, after "oncepush serve: "
 	}{
-		{"bad --listen", []string{"--listen", "nonsense"}, nil, "--listen"},
-		{"bad ONCEPUSH_LISTEN", nil, []string{"ONCEPUSH_LISTEN=127.0.0.1"}, "--listen"},
-		{"unknown key in the config file", []string{"--config", unknownKey}, nil, "wrokers"},
-		{"unreadable provider key file", []string{"--config", noKeyFile}, nil, "providers.apns.keyFile"},
-		{"bad --log-level", []string{"--log-level", "loud"}, nil, "--log-level"},
+		{"bad --listen", []string{"--listen", "nonsense"}, nil, "--listen: "},
+		{"bad ONCEPUSH_LISTEN", nil, []string{"ONCEPUSH_LISTEN=127.0.0.1"}, "ONCEPUSH_LISTEN: "},
+		{"bad listen in the file", nil, []string{"ONCEPUSH_CONFIG=" + file(`{"listen": "127.0.0.1"}`)}, "listen: "},
+		{"unknown key in the config file", []string{"--config", unknownKey}, nil, "--config: " + unknownKey + ": unknown setting engine.wrokers"},
+		{"unreadable provider key file", []string{"--config", noKeyFile}, nil, "providers.apns.keyFile: "},
+		{"bad --log-level", []string{"--log-level", "loud"}, nil, "--log-level: "},
+		{"bad ONCEPUSH_LOG_LEVEL", nil, []string{"ONCEPUSH_LOG_LEVEL=loud"}, "ONCEPUSH_LOG_LEVEL: "},
+		{"bad duration", []string{"--config", badDuration}, nil, "--config: " + badDuration + `: engine.runBudget: "soon" is not a duration`},
+		{"engine refuses", []string{"--config", file(`{"engine": {"workers": -1}}`)}, nil, "engine.workers: must not be negative"},
+		{"engine refuses a pair", []string{"--config", file(`{"engine": {"lease": "20s"}}`)}, nil, "engine.lease: 20s must exceed engine.runBudget + engine.sendTimeout"},
+		{"a setting in capitals", []string{"--config", capitals}, nil, "--config: " + capitals + ": unknown setting engine.BATCHSIZE"},
+		// Were oncepush_listen read, its error would come first.
+		{"a variable in lower case", nil, []string{"oncepush_listen=nonsense", "ONCEPUSH_LOG_LEVEL=loud"}, "ONCEPUSH_LOG_LEVEL: "},
+		{"a flag in capitals", []string{"--LISTEN", "127.0.0.1:0"}, nil, "flag provided but not defined: -LISTEN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -236,8 +253,11 @@ func testConfigErrors(t *testing.T, bin string) {
 			if r.code == 0 {
 				t.Fatalf("serve exited 0; want a configuration error")
 			}
-			if !strings.Contains(r.stderr, c.setting) {
-				t.Errorf("the error does not name %s:\n%s", c.setting, r.stderr)
+			if !strings.HasPrefix(r.stderr, "oncepush serve: "+c.setting) {
+				t.Errorf("the error does not start with %s:\n%s", c.setting, r.stderr)
+			}
+			if strings.Contains(r.stderr, "Config.") {
+				t.Errorf("the error names a Go field, not the setting:\n%s", r.stderr)
 			}
 			if keyPattern.MatchString(r.stdout) {
 				t.Errorf("serve created an API key before failing:\n%s", r.stdout)

@@ -75,13 +75,13 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	var apiLn, opsLn net.Listener
 	if o.api {
 		if apiLn, err = net.Listen("tcp", st.Listen); err != nil {
-			return &config.Error{Setting: "--listen", Problem: err.Error()}
+			return &config.Error{Setting: st.Origin("listen"), Problem: err.Error()}
 		}
 		defer apiLn.Close()
 	}
 	if st.MetricsListen != "" {
 		if opsLn, err = net.Listen("tcp", st.MetricsListen); err != nil {
-			return &config.Error{Setting: "--metrics-listen", Problem: err.Error()}
+			return &config.Error{Setting: st.Origin("metricsListen"), Problem: err.Error()}
 		}
 		defer opsLn.Close()
 	}
