@@ -32,6 +32,7 @@ func TestBinary(t *testing.T) {
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
 	t.Run("MetricsListener", func(t *testing.T) { t.Parallel(); testMetricsListener(t, bin) })
+	t.Run("EveryKeyRevoked", func(t *testing.T) { t.Parallel(); testEveryKeyRevoked(t, bin) })
 	t.Run("SlowClients", func(t *testing.T) { t.Parallel(); testSlowClients(t, bin) })
 	t.Run("ConfigCanaries", func(t *testing.T) { t.Parallel(); testConfigCanaries(t, bin) })
 	for _, db := range databases {
@@ -264,6 +265,35 @@ func testConfigErrors(t *testing.T, bin string) {
 				t.Errorf("serve created an API key before failing:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// testEveryKeyRevoked: serve on a database whose keys are all revoked
+// creates no key (there were keys) and warns that the API refuses every
+// request, saying how to create one; with an active key it says nothing.
+func testEveryKeyRevoked(t *testing.T, bin string) {
+	dir := t.TempDir()
+	db, cfg := filepath.Join(dir, "oncepush.db"), filepath.Join(dir, "oncepush.json")
+	writeJSON(t, cfg, config.File{})
+	key := strings.TrimSpace(runOK(t, bin, "keys", "create", "--database", db, "--name", "only"))
+	const warning = "every API key is revoked"
+	for _, revoked := range []bool{false, true} {
+		if revoked {
+			runOK(t, bin, "keys", "revoke", "--database", db, key[:len("opk_")+8])
+		}
+		s := startServe(t, bin, db, cfg, false)
+		// The warning comes before the line startServe waits for.
+		out := s.proc.stderr.String()
+		if got := strings.Contains(out, warning) && strings.Contains(out, "oncepush keys create --name"); got != revoked {
+			t.Errorf("every key revoked %v: warned %v:\n%s", revoked, got, out)
+		}
+		if keyPattern.MatchString(s.proc.stdout.String()) {
+			t.Errorf("serve created a key on a database that had one:\n%s", s.proc.stdout.String())
+		}
+		s.proc.signal(syscall.SIGTERM)
+		if code := s.proc.exitCode(10 * time.Second); code != 0 {
+			t.Fatalf("serve exited %d on SIGTERM", code)
+		}
 	}
 }
 
