@@ -66,7 +66,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		return err
 	}
 	if len(providers) == 0 && o.workers {
-		log.Warn("no provider is configured: every device's delivery will be recorded as rejected (set providers in --config)")
+		log.Warn("no provider is configured: every device will be recorded as rejected and every delivery as failed (set providers in the configuration file)")
 	}
 
 	// The listeners come first: a taken port must fail before a first key is

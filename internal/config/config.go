@@ -98,8 +98,9 @@ type Engine struct {
 type Category = oncepush.Category
 
 // Providers configure the transports, one section per transport
-// (internal/registry); an absent one is not served (its devices' deliveries
-// are recorded as rejected with a text that says so).
+// (internal/registry); an absent one is not served: its devices are recorded
+// as rejected with a text that says so, and a delivery with no other device
+// ends failed.
 type Providers = registry.Sections
 
 // Flags are the command-line values that override everything else; empty
