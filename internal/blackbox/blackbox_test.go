@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,10 +27,12 @@ import (
 func TestBinary(t *testing.T) {
 	bin := build(t)
 	t.Run("Version", func(t *testing.T) { t.Parallel(); testVersion(t, bin) })
+	t.Run("Help", func(t *testing.T) { t.Parallel(); testHelp(t, bin) })
 	t.Run("VAPIDGenerate", func(t *testing.T) { t.Parallel(); testVAPIDGenerate(t, bin) })
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
 	t.Run("MetricsListener", func(t *testing.T) { t.Parallel(); testMetricsListener(t, bin) })
+	t.Run("EveryKeyRevoked", func(t *testing.T) { t.Parallel(); testEveryKeyRevoked(t, bin) })
 	t.Run("SlowClients", func(t *testing.T) { t.Parallel(); testSlowClients(t, bin) })
 	t.Run("ConfigCanaries", func(t *testing.T) { t.Parallel(); testConfigCanaries(t, bin) })
 	for _, db := range databases {
@@ -62,6 +65,52 @@ func testVersion(t *testing.T, bin string) {
 	}
 	if r := run(t, bin, "no-such-command"); r.code != 2 {
 		t.Errorf("an unknown command: exit code %d, want 2", r.code)
+	}
+}
+
+// testHelp: -h and --help on every command, and on every subcommand of
+// keys and vapid, describe it (and its flags) on stdout and exit 0; a flag it
+// does not take is said once, with a hint to the help, exit code 2.
+func testHelp(t *testing.T, bin string) {
+	for _, c := range []struct {
+		cmd  []string
+		want []string // in the help, besides "oncepush <cmd>: "
+	}{
+		{[]string{"serve"}, []string{"-listen", "-database", "-no-workers"}},
+		{[]string{"work"}, []string{"-metrics-listen", "-database"}},
+		{[]string{"migrate"}, []string{"-database"}},
+		{[]string{"send"}, []string{"-to", "-dedupe-key"}},
+		{[]string{"fake-providers"}, []string{"-listen"}},
+		{[]string{"version"}, nil},
+		{[]string{"keys"}, []string{"keys create", "keys list", "keys revoke"}},
+		{[]string{"keys", "create"}, []string{"-name", "-scope"}},
+		{[]string{"keys", "list"}, []string{"-database"}},
+		{[]string{"keys", "revoke"}, []string{"ID", "-database"}},
+		{[]string{"vapid"}, []string{"vapid generate"}},
+		{[]string{"vapid", "generate"}, []string{"-json"}},
+	} {
+		name := strings.Join(c.cmd, " ")
+		for _, h := range []string{"-h", "--help"} {
+			r := run(t, bin, append(slices.Clone(c.cmd), h)...)
+			if r.code != 0 || r.stderr != "" {
+				t.Errorf("%s %s: exit code %d, stderr %q; want 0 and nothing", name, h, r.code, r.stderr)
+			}
+			if !strings.HasPrefix(r.stdout, "oncepush "+name+": ") || len(r.stdout) < len("oncepush "+name+": ")+10 {
+				t.Errorf("%s %s printed %q, want a description", name, h, r.stdout)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("%s %s does not mention %s:\n%s", name, h, w, r.stdout)
+				}
+			}
+		}
+		if name == "keys" || name == "vapid" {
+			continue // their subcommands take the flags
+		}
+		r := run(t, bin, append(slices.Clone(c.cmd), "--no-such-flag")...)
+		if r.code != 2 || strings.Count(r.stderr, "no-such-flag") != 1 || !strings.Contains(r.stderr, "--help") || r.stdout != "" {
+			t.Errorf("%s --no-such-flag: exit code %d, stderr %q; want 2 and the error once, with a hint to --help", name, r.code, r.stderr)
+		}
 	}
 }
 
@@ -166,17 +215,35 @@ func testConfigErrors(t *testing.T, bin string) {
 	writeJSON(t, noKeyFile, config.File{Providers: config.Providers{oncepush.TransportAPNs: &registry.APNs{
 		KeyFile: filepath.Join(dir, "missing", "AuthKey.p8"), KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app",
 	}}})
+	file := func(body string) string {
+		p := filepath.Join(t.TempDir(), "oncepush.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badDuration, capitals := file(`{"engine": {"runBudget": "soon"}}`), file(`{"engine": {"BATCHSIZE": 5}}`)
 	for _, c := range []struct {
 		name    string
 		args    []string
 		env     []string
-		setting string
+		setting string // the start of the error, after "oncepush serve: "
 	}{
-		{"bad --listen", []string{"--listen", "nonsense"}, nil, "--listen"},
-		{"bad ONCEPUSH_LISTEN", nil, []string{"ONCEPUSH_LISTEN=127.0.0.1"}, "--listen"},
-		{"unknown key in the config file", []string{"--config", unknownKey}, nil, "wrokers"},
-		{"unreadable provider key file", []string{"--config", noKeyFile}, nil, "providers.apns.keyFile"},
-		{"bad --log-level", []string{"--log-level", "loud"}, nil, "--log-level"},
+		{"bad --listen", []string{"--listen", "nonsense"}, nil, "--listen: "},
+		{"bad ONCEPUSH_LISTEN", nil, []string{"ONCEPUSH_LISTEN=127.0.0.1"}, "ONCEPUSH_LISTEN: "},
+		{"bad listen in the file", nil, []string{"ONCEPUSH_CONFIG=" + file(`{"listen": "127.0.0.1"}`)}, "listen: "},
+		{"unknown key in the config file", []string{"--config", unknownKey}, nil, "--config: " + unknownKey + ": unknown setting engine.wrokers"},
+		{"unreadable provider key file", []string{"--config", noKeyFile}, nil, "providers.apns.keyFile: " + filepath.Join(dir, "missing", "AuthKey.p8") + " does not exist"},
+		{"empty provider key file", []string{"--config", file(`{"providers": {"fcm": {"serviceAccountFile": ""}}}`)}, nil, "providers.fcm.serviceAccountFile: is empty"},
+		{"bad --log-level", []string{"--log-level", "loud"}, nil, "--log-level: "},
+		{"bad ONCEPUSH_LOG_LEVEL", nil, []string{"ONCEPUSH_LOG_LEVEL=loud"}, "ONCEPUSH_LOG_LEVEL: "},
+		{"bad duration", []string{"--config", badDuration}, nil, "--config: " + badDuration + `: engine.runBudget: "soon" is not a duration`},
+		{"engine refuses", []string{"--config", file(`{"engine": {"workers": -1}}`)}, nil, "engine.workers: must not be negative"},
+		{"engine refuses a pair", []string{"--config", file(`{"engine": {"lease": "20s"}}`)}, nil, "engine.lease: 20s must exceed engine.runBudget + engine.sendTimeout"},
+		{"a setting in capitals", []string{"--config", capitals}, nil, "--config: " + capitals + ": unknown setting engine.BATCHSIZE"},
+		// Were oncepush_listen read, its error would come first.
+		{"a variable in lower case", nil, []string{"oncepush_listen=nonsense", "ONCEPUSH_LOG_LEVEL=loud"}, "ONCEPUSH_LOG_LEVEL: "},
+		{"a flag in capitals", []string{"--LISTEN", "127.0.0.1:0"}, nil, "flag provided but not defined: -LISTEN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -189,13 +256,45 @@ func testConfigErrors(t *testing.T, bin string) {
 			if r.code == 0 {
 				t.Fatalf("serve exited 0; want a configuration error")
 			}
-			if !strings.Contains(r.stderr, c.setting) {
-				t.Errorf("the error does not name %s:\n%s", c.setting, r.stderr)
+			if !strings.HasPrefix(r.stderr, "oncepush serve: "+c.setting) {
+				t.Errorf("the error does not start with %s:\n%s", c.setting, r.stderr)
+			}
+			if strings.Contains(r.stderr, "Config.") {
+				t.Errorf("the error names a Go field, not the setting:\n%s", r.stderr)
 			}
 			if keyPattern.MatchString(r.stdout) {
 				t.Errorf("serve created an API key before failing:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// testEveryKeyRevoked: serve on a database whose keys are all revoked
+// creates no key (there were keys) and warns that the API refuses every
+// request, saying how to create one; with an active key it says nothing.
+func testEveryKeyRevoked(t *testing.T, bin string) {
+	dir := t.TempDir()
+	db, cfg := filepath.Join(dir, "oncepush.db"), filepath.Join(dir, "oncepush.json")
+	writeJSON(t, cfg, config.File{})
+	key := strings.TrimSpace(runOK(t, bin, "keys", "create", "--database", db, "--name", "only"))
+	const warning = "every API key is revoked"
+	for _, revoked := range []bool{false, true} {
+		if revoked {
+			runOK(t, bin, "keys", "revoke", "--database", db, key[:len("opk_")+8])
+		}
+		s := startServe(t, bin, db, cfg, false)
+		// The warning comes before the line startServe waits for.
+		out := s.proc.stderr.String()
+		if got := strings.Contains(out, warning) && strings.Contains(out, "oncepush keys create --name"); got != revoked {
+			t.Errorf("every key revoked %v: warned %v:\n%s", revoked, got, out)
+		}
+		if keyPattern.MatchString(s.proc.stdout.String()) {
+			t.Errorf("serve created a key on a database that had one:\n%s", s.proc.stdout.String())
+		}
+		s.proc.signal(syscall.SIGTERM)
+		if code := s.proc.exitCode(10 * time.Second); code != 0 {
+			t.Fatalf("serve exited %d on SIGTERM", code)
+		}
 	}
 }
 
@@ -377,18 +476,33 @@ func testCLI(t *testing.T, bin string, db database) {
 	s.register("u_cli", oncepush.TransportFCM, tok)
 	sendArgs := []string{"send", "--database", dbURL, "--config", cfg, "--to", "u_cli", "--title", "From the command line",
 		"--data", `{"n": 12345678901234567890, "s": "x"}`, "--link", "/from/cli", "--dedupe-key", "cli-1", "--ttl", "1h", "--json"}
-	var first, again struct{ ID, Queued, Duplicates int64 }
+	type sent struct {
+		ID, Queued, Duplicates int64
+		Duplicate              bool
+	}
+	var first, again sent
 	if err := json.Unmarshal([]byte(runOK(t, bin, sendArgs...)), &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.ID == 0 || first.Queued != 1 || first.Duplicates != 0 {
+	if first.ID == 0 || first.Queued != 1 || first.Duplicates != 0 || first.Duplicate {
 		t.Fatalf("send printed %+v, want one queued", first)
 	}
+	// The same send again answers as the API does: the first answer, the
+	// original notification's id, marked a duplicate.
 	if err := json.Unmarshal([]byte(runOK(t, bin, sendArgs...)), &again); err != nil {
 		t.Fatal(err)
 	}
-	if again.Queued != 0 || again.Duplicates != 1 {
-		t.Errorf("the same send again printed %+v, want a duplicate", again)
+	if again != (sent{ID: first.ID, Queued: first.Queued, Duplicate: true}) {
+		t.Errorf("the same send again printed %+v, want the first answer (id %d) marked a duplicate", again, first.ID)
+	}
+	text := runOK(t, bin, sendArgs[:len(sendArgs)-1]...)
+	if !strings.Contains(text, fmt.Sprintf("id: %d\n", first.ID)) || !strings.Contains(text, "duplicate: true") {
+		t.Errorf("the same send again, as text: %q; want id %d, a duplicate", text, first.ID)
+	}
+	// Another notification under the same key is refused, naming the flag.
+	other := append(slices.Clone(sendArgs), "--body", "something else")
+	if r := run(t, bin, other...); r.code != 1 || !strings.Contains(r.stderr, "--dedupe-key") {
+		t.Errorf("another notification under the same key: exit code %d, stderr %q; want 1 naming --dedupe-key", r.code, r.stderr)
 	}
 	d := s.waitFinal("u_cli", 1)[0]
 	if d.Status != "sent" || d.NotificationID != first.ID {

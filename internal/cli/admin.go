@@ -46,8 +46,12 @@ func migrate(ctx context.Context, e *env, args []string) error {
 }
 
 func vapid(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] != "generate" {
-		return usagef("usage: oncepush vapid generate [--json]")
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		printSubcommands(e, "vapid")
+		return flag.ErrHelp
+	case len(args) == 0 || args[0] != "generate":
+		return subcommandUsage("vapid", args)
 	}
 	fs := flag.NewFlagSet("vapid generate", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -98,8 +102,12 @@ func (s *scopeList) Set(v string) error {
 }
 
 func keys(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usagef("usage: oncepush keys create --name N [--scope send,devices,read,admin] | keys list | keys revoke ID")
+	switch {
+	case len(args) == 0:
+		return subcommandUsage("keys", args)
+	case isHelp(args[0]):
+		printSubcommands(e, "keys")
+		return flag.ErrHelp
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
@@ -169,7 +177,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 			return nil
 		}
 	default:
-		return usagef("unknown keys command %q (create, list, revoke)", sub)
+		return subcommandUsage("keys", []string{sub})
 	}
 	if err := parse(fs, e, args); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/registry"
@@ -27,6 +28,7 @@ type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	logFile        *os.File // where logs go (stderr)
+	summary        string   // what the command run does, for its help
 }
 
 type command struct {
@@ -60,7 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if f, ok := stderr.(*os.File); ok {
 		e.logFile = f
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		printUsage(stdout)
 		return 0
 	}
@@ -70,6 +72,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		printUsage(stderr)
 		return 2
 	}
+	e.summary = cmd.summary
 	err := cmd.run(ctx, e, args[1:])
 	var ue *usageError
 	switch {
@@ -110,17 +113,103 @@ func commonFlags(fs *flag.FlagSet) *config.Flags {
 	return f
 }
 
-// parse parses flags; a flag error is a usage error.
+// subcommand is one command of a command that has several (keys, vapid).
+type subcommand struct {
+	name, args, summary string
+}
+
+// subcommands are the commands' own commands, in the order their usage
+// lists them.
+var subcommands = map[string][]subcommand{
+	"keys": {
+		{"create", "--name N [--scope send,devices,read,admin]", "create an API key and print it, once"},
+		{"list", "", "list the API keys (never their secrets)"},
+		{"revoke", "ID", "revoke an API key (the opk_… id that 'keys list' shows)"},
+	},
+	"vapid": {{"generate", "[--json]", "generate a VAPID key pair for Web Push"}},
+}
+
+// printSubcommands prints what a command with subcommands does, and each of
+// them.
+func printSubcommands(e *env, cmd string) {
+	w := e.stdout
+	fmt.Fprintf(w, "oncepush %s: %s\n\nUsage:\n", cmd, e.summary)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range subcommands[cmd] {
+		fmt.Fprintf(tw, "  oncepush %s %s %s\t%s\n", cmd, s.name, s.args, s.summary)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nRun 'oncepush %s <command> -h' for a command's flags.\n", cmd)
+}
+
+// subcommandUsage is the usage error of a command with subcommands called
+// without one, or with one it does not have.
+func subcommandUsage(cmd string, args []string) error {
+	names := make([]string, 0, len(subcommands[cmd]))
+	for _, s := range subcommands[cmd] {
+		names = append(names, s.name)
+	}
+	problem := "which command?"
+	if len(args) > 0 {
+		problem = fmt.Sprintf("unknown command %q", args[0])
+	}
+	return usagef("%s (%s; see 'oncepush %s --help')", problem, strings.Join(names, ", "), cmd)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// printHelp prints what the command fs parses for does, how it is called
+// and its flags.
+func printHelp(e *env, fs *flag.FlagSet) {
+	w, summary, args := e.stdout, e.summary, ""
+	if cmd, sub, ok := strings.Cut(fs.Name(), " "); ok {
+		for _, s := range subcommands[cmd] {
+			if s.name == sub {
+				summary, args = s.summary, s.args
+			}
+		}
+	}
+	fmt.Fprintf(w, "oncepush %s: %s\n\nUsage: oncepush %s", fs.Name(), summary, fs.Name())
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags && !strings.Contains(args, "--") {
+		fmt.Fprint(w, " [flags]")
+	}
+	if args != "" {
+		fmt.Fprint(w, " "+args)
+	}
+	fmt.Fprintln(w)
+	if hasFlags {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// parse parses flags. -h or --help prints the command's help to stdout and
+// returns flag.ErrHelp (exit code 0); a flag error is a usage error, said
+// once, with a hint to the help.
 func parse(fs *flag.FlagSet, e *env, args []string) error {
-	fs.SetOutput(e.stderr)
+	// The flag package would print the error and the flag list to stderr
+	// before returning the error, which Main prints again.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printHelp(e, fs)
 			return err
 		}
-		return usagef("%v", err)
+		return usagef("%v (see 'oncepush %s --help')", err, fs.Name())
 	}
 	if fs.NArg() > 0 && fs.Name() != "keys revoke" {
-		return usagef("unexpected argument %q", strings.Join(fs.Args(), " "))
+		return usagef("unexpected argument %q (see 'oncepush %s --help')", strings.Join(fs.Args(), " "), fs.Name())
 	}
 	return nil
 }

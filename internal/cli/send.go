@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -51,7 +52,7 @@ func send(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&s.scheduledAt, "scheduled-at", "", "first send time, RFC 3339 (default now)")
 	fs.StringVar(&s.ttl, "ttl", "", "how long after the scheduled time it may still be sent, such as 1h (default: engine.messageLifetime)")
 	fs.StringVar(&s.ambiguity, "ambiguity", "", "resend or at-most-once (default: the category's, else engine.ambiguity)")
-	fs.BoolVar(&s.asJSON, "json", false, "print the answer as JSON {id, queued, duplicates}")
+	fs.BoolVar(&s.asJSON, "json", false, "print the answer as JSON {id, queued, duplicates, duplicate}")
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
@@ -72,6 +73,9 @@ func send(ctx context.Context, e *env, args []string) error {
 		return &config.Error{Setting: "engine", Problem: err.Error()}
 	}
 	res, err := stk.Client.Send(ctx, s.to, msg, opts)
+	if errors.Is(err, oncepush.ErrDedupConflict) {
+		return &config.Error{Setting: "--dedupe-key", Problem: "was used before for a different notification; use a new key for a new notification"}
+	}
 	if err != nil {
 		return flagError(err)
 	}
@@ -105,6 +109,21 @@ func (s *sendFlags) message() (oncepush.Message, *oncepush.SendOptions, error) {
 			return msg, nil, &config.Error{Setting: "--ttl", Problem: fmt.Sprintf("%q is not a positive duration such as 1h or 30m", s.ttl)}
 		}
 		opts.Lifetime = d
+	}
+	if s.dedupeKey != "" {
+		// A recorded request, as the API's: the same send again answers the
+		// first answer (its notification's id), a different one under the
+		// same key is refused.
+		canon, err := json.Marshal(struct {
+			Recipients                            []string
+			Message                               oncepush.Message
+			Category, Ambiguity, ScheduledAt, TTL string
+		}{s.to, msg, s.category, s.ambiguity, s.scheduledAt, s.ttl})
+		if err != nil {
+			return msg, nil, err
+		}
+		sum := sha256.Sum256(append([]byte("oncepush send\n"), canon...))
+		opts.RequestHash = sum[:]
 	}
 	return msg, opts, nil
 }
@@ -148,12 +167,16 @@ func flagError(err error) error {
 
 func printSendResult(w io.Writer, res oncepush.SendResult, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{"id": res.MessageID, "queued": res.Queued, "duplicates": res.Duplicates})
+		return json.NewEncoder(w).Encode(map[string]any{"id": res.MessageID, "queued": res.Queued, "duplicates": res.Duplicates, "duplicate": res.Replayed})
 	}
 	id := strconv.FormatInt(res.MessageID, 10)
 	if res.MessageID == 0 {
 		id = "none (every recipient was a duplicate)"
 	}
-	_, err := fmt.Fprintf(w, "id: %s\nqueued: %d\nduplicates: %d\n", id, res.Queued, res.Duplicates)
+	duplicate := "false"
+	if res.Replayed {
+		duplicate = "true (the same send was made before with this dedupe key: this is its answer, and nothing new was queued)"
+	}
+	_, err := fmt.Fprintf(w, "id: %s\nqueued: %d\nduplicates: %d\nduplicate: %s\n", id, res.Queued, res.Duplicates, duplicate)
 	return err
 }

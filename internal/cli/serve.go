@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/oncepush/oncepush/driver/serverstore"
@@ -65,7 +66,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		return err
 	}
 	if len(providers) == 0 && o.workers {
-		log.Warn("no provider is configured: every device's delivery will be recorded as rejected (set providers in --config)")
+		log.Warn("no provider is configured: every device will be recorded as rejected and every delivery as failed (set providers in the configuration file)")
 	}
 
 	// The listeners come first: a taken port must fail before a first key is
@@ -75,13 +76,13 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	var apiLn, opsLn net.Listener
 	if o.api {
 		if apiLn, err = net.Listen("tcp", st.Listen); err != nil {
-			return &config.Error{Setting: "--listen", Problem: err.Error()}
+			return &config.Error{Setting: st.Origin("listen"), Problem: err.Error()}
 		}
 		defer apiLn.Close()
 	}
 	if st.MetricsListen != "" {
 		if opsLn, err = net.Listen("tcp", st.MetricsListen); err != nil {
-			return &config.Error{Setting: "--metrics-listen", Problem: err.Error()}
+			return &config.Error{Setting: st.Origin("metricsListen"), Problem: err.Error()}
 		}
 		defer opsLn.Close()
 	}
@@ -107,7 +108,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	client, srv := stk.Client, stk.Server
 	if apiLn != nil {
-		if err := firstKey(ctx, e, db.Server); err != nil {
+		if err := firstKey(ctx, e, log, db.Server); err != nil {
 			return err
 		}
 		servers = append(servers, served{httpServer(srv.Handler(), errorLog), apiLn})
@@ -198,13 +199,18 @@ func httpServer(h http.Handler, errorLog *log.Logger) *http.Server {
 }
 
 // firstKey creates an admin key on the first start (when there is none) and
-// prints it once, to stdout, never to the log.
-func firstKey(ctx context.Context, e *env, ex serverstore.Executor) error {
+// prints it once, to stdout, never to the log. When there are keys but every
+// one is revoked, nothing can call the API: it warns, saying how to make one.
+func firstKey(ctx context.Context, e *env, log *slog.Logger, ex serverstore.Executor) error {
 	keys, err := ex.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("read API keys: %w", err)
 	}
 	if len(keys) > 0 {
+		if !slices.ContainsFunc(keys, func(k *serverstore.APIKey) bool { return k.RevokedAt == nil }) {
+			log.Warn("every API key is revoked, so the API refuses every request; create one with "+
+				"'oncepush keys create --name NAME --scope admin' on this database", slog.Int("revoked_keys", len(keys)))
+		}
 		return nil
 	}
 	k, err := createKey(ctx, ex, "first-start", []string{apikey.ScopeAdmin})

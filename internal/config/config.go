@@ -98,8 +98,9 @@ type Engine struct {
 type Category = oncepush.Category
 
 // Providers configure the transports, one section per transport
-// (internal/registry); an absent one is not served (its devices' deliveries
-// are recorded as rejected with a text that says so).
+// (internal/registry); an absent one is not served: its devices are recorded
+// as rejected with a text that says so, and a delivery with no other device
+// ends failed.
 type Providers = registry.Sections
 
 // Flags are the command-line values that override everything else; empty
@@ -114,6 +115,53 @@ type Flags struct {
 type Settings struct {
 	File
 	ConfigPath string
+	// from names, by file key ("listen"), where each value given as a
+	// flag, an environment variable or in the file came from, as the user
+	// wrote it (Origin).
+	from map[string]string
+}
+
+// Origin names where the setting with the file key key ("listen",
+// "log.level") came from, as the user wrote it: its flag ("--listen"),
+// environment variable ("ONCEPUSH_LISTEN") or file key ("listen"); its flag
+// when none was given. An error in the value names its origin.
+func (st *Settings) Origin(key string) string {
+	if from, ok := st.from[key]; ok {
+		return from
+	}
+	for _, l := range layers {
+		if l.key == key {
+			return l.flag
+		}
+	}
+	return key
+}
+
+// layers are the settings that a flag and an environment variable
+// override, by file key.
+var layers = []struct{ key, flag, env string }{
+	{"listen", "--listen", EnvListen},
+	{"metricsListen", "--metrics-listen", EnvMetricsListen},
+	{"database", "--database", EnvDatabase},
+	{"log.format", "--log-format", EnvLogFormat},
+	{"log.level", "--log-level", EnvLogLevel},
+}
+
+// pick resolves the layered setting key: the flag's value over the
+// environment's over the file's over def, remembering where it came from.
+func (st *Settings) pick(getenv func(string) string, key, flag, file, def string) string {
+	for _, l := range layers {
+		if l.key != key {
+			continue
+		}
+		for _, v := range []struct{ from, value string }{{l.flag, flag}, {l.env, getenv(l.env)}, {key, file}} {
+			if v.value != "" {
+				st.from[key] = v.from
+				return v.value
+			}
+		}
+	}
+	return def
 }
 
 // LogValue implements slog.LogValuer: the resolved settings, for a debug
@@ -147,8 +195,9 @@ type Error struct {
 	Setting string
 	Problem string
 	// Path is, for a fault inside the configuration file (Setting
-	// "--config"), the path of the setting at fault: "engine.runBudget",
-	// "providers.fcm.serviceAccount"; empty when the whole file is.
+	// "--config" or ONCEPUSH_CONFIG, whichever named it), the path of the
+	// setting at fault: "engine.runBudget", "providers.fcm.serviceAccount";
+	// empty when the whole file is.
 	Path string
 }
 
@@ -161,14 +210,18 @@ func settingErr(setting, format string, args ...any) *Error {
 // Load resolves the settings from flags, the environment (getenv) and the
 // configuration file the flags or environment name.
 func Load(f Flags, getenv func(string) string) (*Settings, error) {
-	st := &Settings{ConfigPath: cmp.Or(f.Config, getenv(EnvConfig))}
+	st := &Settings{ConfigPath: cmp.Or(f.Config, getenv(EnvConfig)), from: map[string]string{}}
+	configFrom := "--config"
+	if f.Config == "" && st.ConfigPath != "" {
+		configFrom = EnvConfig
+	}
 	if st.ConfigPath != "" {
 		b, err := os.ReadFile(st.ConfigPath)
 		if err != nil {
-			return nil, settingErr("--config", "cannot read %s: %v", st.ConfigPath, err)
+			return nil, settingErr(configFrom, "cannot read %s: %v", st.ConfigPath, err)
 		}
 		if err := decodeFile(b, &st.File); err != nil {
-			e := settingErr("--config", "%s: %v", st.ConfigPath, err)
+			e := settingErr(configFrom, "%s: %v", st.ConfigPath, err)
 			var pe *strictjson.Error
 			var se *strictjson.ShapeError
 			switch {
@@ -180,11 +233,11 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 			return nil, e
 		}
 	}
-	st.Listen = cmp.Or(f.Listen, getenv(EnvListen), st.Listen, ListenDefault)
-	st.MetricsListen = cmp.Or(f.MetricsListen, getenv(EnvMetricsListen), st.MetricsListen)
-	st.Database = cmp.Or(f.Database, getenv(EnvDatabase), st.Database, DatabaseDefault)
-	st.Log.Format = cmp.Or(f.LogFormat, getenv(EnvLogFormat), st.Log.Format, "text")
-	st.Log.Level = cmp.Or(f.LogLevel, getenv(EnvLogLevel), st.Log.Level, "info")
+	st.Listen = st.pick(getenv, "listen", f.Listen, st.Listen, ListenDefault)
+	st.MetricsListen = st.pick(getenv, "metricsListen", f.MetricsListen, st.MetricsListen, "")
+	st.Database = st.pick(getenv, "database", f.Database, st.Database, DatabaseDefault)
+	st.Log.Format = st.pick(getenv, "log.format", f.LogFormat, st.Log.Format, "text")
+	st.Log.Level = st.pick(getenv, "log.level", f.LogLevel, st.Log.Level, "info")
 	if st.HTTP.ShutdownTimeout == 0 {
 		st.HTTP.ShutdownTimeout = Duration(ShutdownTimeoutDefault)
 	}
@@ -232,27 +285,28 @@ func decodeFile(b []byte, f *File) error {
 
 func (st *Settings) validate() error {
 	if _, _, err := net.SplitHostPort(st.Listen); err != nil {
-		return settingErr("--listen", "%q is not host:port (%v)", st.Listen, err)
+		return settingErr(st.Origin("listen"), "%q is not host:port (%v)", st.Listen, err)
 	}
 	if st.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(st.MetricsListen); err != nil {
-			return settingErr("--metrics-listen", "%q is not host:port (%v)", st.MetricsListen, err)
+			return settingErr(st.Origin("metricsListen"), "%q is not host:port (%v)", st.MetricsListen, err)
 		}
 	}
 	switch st.Log.Format {
 	case "text", "json":
 	default:
-		return settingErr("--log-format", "%q is neither text nor json", st.Log.Format)
+		return settingErr(st.Origin("log.format"), "%q is neither text nor json", st.Log.Format)
 	}
 	if _, err := parseLevel(st.Log.Level); err != nil {
-		return settingErr("--log-level", "%v", err)
+		return settingErr(st.Origin("log.level"), "%v", err)
 	}
 	if st.HTTP.MaxBodyBytes < 0 {
 		return settingErr("http.maxBodyBytes", "must not be negative")
 	}
-	// The engine's own validation names the field; check it now, before serving.
+	// The engine's own validation names its Go field; check it now, before
+	// serving, and name the setting.
 	if err := st.ClientConfig().Validate(); err != nil {
-		return settingErr("engine", "%v", err)
+		return engineError(err)
 	}
 	return nil
 }

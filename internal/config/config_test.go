@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,11 +73,13 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"not json", `listen = 1`, Flags{}, "--config"},
 		{"bad listen", `{}`, Flags{Listen: "nowhere"}, "--listen"},
 		{"bad log format", `{}`, Flags{LogFormat: "xml"}, "--log-format"},
-		{"bad log level", `{"log": {"level": "loud"}}`, Flags{}, "--log-level"},
-		{"engine refuses", `{"engine": {"batchSize": 20000}}`, Flags{}, "engine"},
-		{"bad policy", `{"engine": {"ambiguity": "twice"}}`, Flags{}, "engine"},
-		{"lease within a run", `{"engine": {"lease": "25s"}}`, Flags{}, "engine"},
-		{"lease shorter than a longer run", `{"engine": {"runBudget": "1m", "lease": "70s"}}`, Flags{}, "engine"},
+		{"bad log level", `{"log": {"level": "loud"}}`, Flags{}, "log.level"},
+		{"bad log level flag", `{"log": {"level": "loud"}}`, Flags{LogLevel: "louder"}, "--log-level"},
+		{"engine refuses", `{"engine": {"batchSize": 20000}}`, Flags{}, "engine.batchSize"},
+		{"bad policy", `{"engine": {"ambiguity": "twice"}}`, Flags{}, "engine.ambiguity"},
+		{"lease within a run", `{"engine": {"lease": "25s"}}`, Flags{}, "engine.lease"},
+		{"lease shorter than a longer run", `{"engine": {"runBudget": "1m", "lease": "70s"}}`, Flags{}, "engine.lease"},
+		{"bad category policy", `{"categories": {"news": {"ambiguity": "twice"}}}`, Flags{}, "categories.news.ambiguity"},
 	} {
 		f := tc.flags
 		f.Config = writeConfig(t, tc.file)
@@ -219,7 +222,7 @@ func TestEveryEngineFieldIsASetting(t *testing.T) {
 		// The values are arbitrary, so the engine may refuse them; only
 		// decoding is under test here.
 		var se *Error
-		if !errors.As(err, &se) || se.Setting != "engine" {
+		if !errors.As(err, &se) || !strings.HasPrefix(se.Setting, "engine.") {
 			t.Fatalf("%s: %v", b, err)
 		}
 		f := &File{}
@@ -324,5 +327,117 @@ func TestAccessLogSetting(t *testing.T) {
 		if !errors.As(err, &se) || se.Setting != setting {
 			t.Errorf("a bad %s: %v, want an error naming it", setting, err)
 		}
+	}
+}
+
+// TestEngineValidationNamesTheSetting: oncepush.Config.Validate names the
+// library's Go fields (Config.Workers), for its users; the configuration's
+// errors name the setting as the file writes it (engine.workers), every
+// field of the engine section, and the other fields the text mentions.
+func TestEngineValidationNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeFor[oncepush.Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || (f.Type.Kind() != reflect.Int && f.Type != reflect.TypeFor[time.Duration]()) {
+			continue
+		}
+		var cfg oncepush.Config
+		reflect.ValueOf(&cfg).Elem().Field(i).SetInt(-1)
+		err := engineError(cfg.Validate())
+		if err.Setting != "engine."+name || err.Problem != "must not be negative" {
+			t.Errorf("a negative Config.%s: %v; want engine.%s: must not be negative", f.Name, err, name)
+		}
+	}
+	for file, want := range map[string]string{
+		`{"engine": {"workers": -1}}`:                      "engine.workers: must not be negative",
+		`{"engine": {"batchSize": 20000}}`:                 "engine.batchSize: 20000 is above 10000",
+		`{"engine": {"lease": "25s"}}`:                     "engine.lease: 25s must exceed engine.runBudget + engine.sendTimeout (25s), or a healthy run could lose its lease",
+		`{"engine": {"backoffMin": "2h"}}`:                 "engine.backoffMax: 1h0m0s is below engine.backoffMin (2h0m0s)",
+		`{"engine": {"ambiguity": "BatchSize"}}`:           `engine.ambiguity: "BatchSize" is neither "resend" nor "at-most-once"`,
+		`{"categories": {"a.b": {"ambiguity": "twice"}}}`:  `categories["a.b"].ambiguity: "twice" is neither "resend" nor "at-most-once"`,
+		`{"categories": {"news": {"ambiguity": "twice"}}}`: `categories.news.ambiguity: "twice" is neither "resend" nor "at-most-once"`,
+		`{"engine": {"messageLifetime": "700h"}}`:          "engine.messageLifetime: is longer than 672h0m0s",
+	} {
+		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %s", file, err, want)
+		}
+	}
+	// A field that is no setting stays the section's, in the library's words.
+	err := engineError((&oncepush.Config{Providers: []oncepush.Provider{nil}}).Validate())
+	if err.Setting != "engine" || !strings.Contains(err.Problem, "Config.Providers[0]") {
+		t.Errorf("a nil provider: %v", err)
+	}
+}
+
+// TestErrorsNameTheOrigin: an error in a value names where the value was
+// written: its flag, its environment variable or its key in the file.
+func TestErrorsNameTheOrigin(t *testing.T) {
+	t.Parallel()
+	for _, s := range []struct{ key, flag, env, bad string }{
+		{"listen", "--listen", EnvListen, "nowhere"},
+		{"metricsListen", "--metrics-listen", EnvMetricsListen, "9090"},
+		{"log.format", "--log-format", EnvLogFormat, "xml"},
+		{"log.level", "--log-level", EnvLogLevel, "loud"},
+	} {
+		section, key, nested := strings.Cut(s.key, ".")
+		file := fmt.Sprintf(`{%q: %q}`, section, s.bad)
+		if nested {
+			file = fmt.Sprintf(`{%q: {%q: %q}}`, section, key, s.bad)
+		}
+		var flags Flags
+		switch s.flag {
+		case "--listen":
+			flags.Listen = s.bad
+		case "--metrics-listen":
+			flags.MetricsListen = s.bad
+		case "--log-format":
+			flags.LogFormat = s.bad
+		case "--log-level":
+			flags.LogLevel = s.bad
+		}
+		for want, load := range map[string]func() (*Settings, error){
+			s.flag: func() (*Settings, error) { return Load(flags, env(nil)) },
+			s.env:  func() (*Settings, error) { return Load(Flags{}, env(map[string]string{s.env: s.bad})) },
+			s.key:  func() (*Settings, error) { return Load(Flags{Config: writeConfig(t, file)}, env(nil)) },
+		} {
+			_, err := load()
+			var se *Error
+			if !errors.As(err, &se) || se.Setting != want {
+				t.Errorf("a bad %s given as %s: %v; want an error naming %s", s.key, want, err, want)
+			}
+		}
+	}
+	_, err := Load(Flags{}, env(map[string]string{EnvConfig: filepath.Join(t.TempDir(), "missing.json")}))
+	var se *Error
+	if !errors.As(err, &se) || se.Setting != EnvConfig {
+		t.Errorf("a missing file named by %s: %v", EnvConfig, err)
+	}
+	st, err := Load(Flags{Database: "flag.db"}, env(map[string]string{EnvDatabase: "env.db"}))
+	if err != nil || st.Origin("database") != "--database" {
+		t.Errorf("database from the flag: %v, origin %q", err, st.Origin("database"))
+	}
+	if st, err = Load(Flags{}, env(map[string]string{EnvDatabase: "env.db"})); err != nil || st.Origin("database") != EnvDatabase {
+		t.Errorf("database from the environment: %v, origin %q", err, st.Origin("database"))
+	}
+	if st, err = Load(Flags{}, env(nil)); err != nil || st.Origin("database") != "--database" {
+		t.Errorf("the default database: %v, origin %q; want the flag that sets it", err, st.Origin("database"))
+	}
+}
+
+// TestEnvironmentIsCaseSensitive: only the variables as documented are read;
+// oncepush_listen or Oncepush_Listen is some other variable.
+func TestEnvironmentIsCaseSensitive(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{}
+	for _, name := range []string{EnvListen, EnvMetricsListen, EnvDatabase, EnvConfig, EnvLogFormat, EnvLogLevel, EnvAccessLog} {
+		vars[strings.ToLower(name)] = "bad value"
+		vars[name[:1]+strings.ToLower(name[1:])] = "bad value"
+	}
+	st, err := Load(Flags{}, env(vars))
+	if err != nil || st.Listen != ListenDefault || st.Database != DatabaseDefault || st.Log.Level != "info" {
+		t.Fatalf("variables spelt in other cases were read: %+v, %v", st, err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +52,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	byName := map[string]reflect.StructField{}
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, _ := jsonName(typ, f.Name)
 		byName[name] = f
 	}
 	dst := reflect.ValueOf(&e.Config).Elem()
@@ -83,4 +85,65 @@ func (e Engine) MarshalJSON() ([]byte, error) {
 		f.Set(src.FieldByName(v.Type().Field(i).Name).Convert(f.Type()))
 	}
 	return json.Marshal(v.Interface())
+}
+
+// engineField is how oncepush.Config's validation names a field at the start
+// of its errors: "Config.Workers", "Config.Categories["news"].Ambiguity".
+var engineField = regexp.MustCompile(`^Config\.(\w+)(?:\[("(?:[^"\\]|\\.)*")\]\.(\w+))?\s*`)
+
+// goName is a Go field name (a word that starts with a capital).
+var goName = regexp.MustCompile(`\b[A-Z]\w*\b`)
+
+// engineError is an error of oncepush.Config.Validate, which names the
+// library's Go fields for its users ("oncepush: Config.Workers must not be
+// negative"), naming the settings as the file writes them instead
+// ("engine.workers: must not be negative"). A field that is no setting
+// (Providers, Transports) leaves the error to the "engine" section.
+func engineError(err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), "oncepush: ")
+	m := engineField.FindStringSubmatch(msg)
+	if m == nil {
+		return settingErr("engine", "%s", msg)
+	}
+	setting, ok := engineSetting(m[1])
+	if m[2] != "" { // Categories["news"].Ambiguity: the file's categories section
+		name, qerr := strconv.Unquote(m[2])
+		sub, subOK := jsonName(reflect.TypeFor[oncepush.Category](), m[3])
+		setting, ok = strictjson.Join(strictjson.Join("categories", name), sub), m[1] == "Categories" && qerr == nil && subOK
+	}
+	if !ok {
+		return settingErr("engine", "%s", msg)
+	}
+	problem := msg[len(m[0]):]
+	if v, rest, found := strings.Cut(problem, ") "); found && strings.HasPrefix(v, "(") {
+		problem = v[1:] + " " + rest // "(25s) must exceed …": the value, then what is wrong with it
+	}
+	// The other fields the text names, outside the quoted values.
+	parts := strings.Split(problem, `"`)
+	for i := 0; i < len(parts); i += 2 {
+		parts[i] = goName.ReplaceAllStringFunc(parts[i], func(w string) string {
+			if s, ok := engineSetting(w); ok {
+				return s
+			}
+			return w
+		})
+	}
+	return &Error{Setting: setting, Problem: strings.Join(parts, `"`)}
+}
+
+// engineSetting is the setting of the oncepush.Config field named goName:
+// "engine." and its json name.
+func engineSetting(goName string) (string, bool) {
+	name, ok := jsonName(engineFile(), goName)
+	return "engine." + name, ok
+}
+
+// jsonName is the json name of typ's field goName, if it has one.
+func jsonName(typ reflect.Type, goName string) (string, bool) {
+	f, ok := typ.FieldByName(goName)
+	if !ok {
+		return "", false
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name, name != "" && name != "-"
 }

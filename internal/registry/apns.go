@@ -45,8 +45,8 @@ func (c *APNs) Provider(env Env) (oncepush.Provider, error) {
 	key := c.key
 	if key == nil {
 		var err error
-		if key, err = apns.ReadKeyFile(c.KeyFile); err != nil {
-			return nil, settingErr("keyFile", "%v", err)
+		if key, err = readFile("keyFile", c.KeyFile, "the .p8 signing key (AuthKey_<keyID>.p8)"); err != nil {
+			return nil, err
 		}
 	}
 	tlsConfig, err := tlsConfig(c.tls, c.CAFile)

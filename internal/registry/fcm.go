@@ -46,8 +46,8 @@ func (c *FCM) Provider(env Env) (oncepush.Provider, error) {
 	sa := c.serviceAccount
 	if sa == nil {
 		var err error
-		if sa, err = fcm.LoadServiceAccount(c.ServiceAccountFile); err != nil {
-			return nil, settingErr("serviceAccountFile", "%v", err)
+		if sa, err = readFile("serviceAccountFile", c.ServiceAccountFile, "the service account's JSON key file"); err != nil {
+			return nil, err
 		}
 	}
 	if c.TokenURI != "" {

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -340,9 +341,9 @@ func tlsConfig(inMemory *tls.Config, caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(caFile)
+	b, err := readFile("caFile", caFile, "a PEM file of certificate authorities")
 	if err != nil {
-		return nil, settingErr("caFile", "%v", err)
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
@@ -351,17 +352,46 @@ func tlsConfig(inMemory *tls.Config, caFile string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// fileOrInline is a secret given inline or as a file (whose surrounding
-// white space is dropped); setting names the file's setting.
-func fileOrInline(inline, path, setting string) (string, error) {
+// secret is a credential a section takes inline or as a file (whose
+// surrounding white space is dropped): the settings' names and what it is.
+type secret struct {
+	inline, file, what string
+}
+
+// value is the secret given inline or in the file; given neither, an error
+// names both settings.
+func (s secret) value(inline, path string) (string, error) {
 	if path == "" {
+		if inline == "" {
+			return "", settingErr(s.inline, "is empty: give %s here, or the path of a file holding it as %s", s.what, s.file)
+		}
 		return inline, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readFile(s.file, path, "a file holding "+s.what)
 	if err != nil {
-		return "", settingErr(setting, "%v", err)
+		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// readFile reads the file that setting names, what it should hold saying
+// what it is for. Empty, missing or unreadable, the error names the setting
+// and the path (the system's "open : no such file" named neither).
+func readFile(setting, path, what string) ([]byte, error) {
+	if path == "" {
+		return nil, settingErr(setting, "is empty: give the path of %s", what)
+	}
+	b, err := os.ReadFile(path)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, settingErr(setting, "%s does not exist (it should be %s)", path, what)
+	case errors.As(err, &pe):
+		return nil, settingErr(setting, "cannot read %s: %v", path, pe.Err)
+	case err != nil:
+		return nil, settingErr(setting, "cannot read %s: %v", path, err)
+	}
+	return b, nil
 }
 
 // redacted says whether a secret is set, never what it is.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -264,5 +265,39 @@ func TestFifthTransport(t *testing.T) {
 	}
 	if msg := enumMismatch(openAPITransports(t), table); !strings.Contains(msg, `"testpush"`) {
 		t.Errorf("the OpenAPI check would not name the fifth transport: %q", msg)
+	}
+}
+
+// TestCredentialFilesNameTheSetting: a credential file setting left empty,
+// naming a file that does not exist, or one that cannot be read, is an
+// error naming the setting in full and the path, for every provider; a
+// secret given neither inline nor as a file names both settings.
+func TestCredentialFilesNameTheSetting(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing")
+	dir := t.TempDir() // a directory: there, but not readable as a file
+	for _, c := range []struct {
+		section registry.Section
+		setting string
+		path    string // in the problem; "" when none was given
+	}{
+		{&registry.FCM{}, "providers.fcm.serviceAccountFile", ""},
+		{&registry.FCM{ServiceAccountFile: missing}, "providers.fcm.serviceAccountFile", missing},
+		{&registry.FCM{ServiceAccountFile: dir}, "providers.fcm.serviceAccountFile", dir},
+		{&registry.APNs{}, "providers.apns.keyFile", ""},
+		{&registry.APNs{KeyFile: missing}, "providers.apns.keyFile", missing},
+		{&registry.WebPush{}, "providers.webpush.vapidPrivateKey", ""},
+		{&registry.WebPush{VAPIDPrivateKeyFile: missing}, "providers.webpush.vapidPrivateKeyFile", missing},
+		{&registry.WebPush{VAPIDPrivateKey: "k", CAFile: missing}, "providers.webpush.caFile", missing},
+		{&registry.RuStore{ProjectID: "p"}, "providers.rustore.serviceToken", ""},
+		{&registry.RuStore{ProjectID: "p", ServiceTokenFile: dir}, "providers.rustore.serviceTokenFile", dir},
+		{&registry.RuStore{ProjectID: "p", ServiceToken: "t", CAFile: missing}, "providers.rustore.caFile", missing},
+	} {
+		tr := oncepush.Transport(strings.Split(c.setting, ".")[1])
+		_, err := registry.Default().Providers(registry.Sections{tr: c.section}, registry.Env{})
+		var se *registry.SettingError
+		if !errors.As(err, &se) || se.Setting != c.setting || !strings.Contains(se.Problem, c.path) || strings.Contains(se.Problem, "open ") {
+			t.Errorf("%s (path %q): %v; want an error naming it and the path", c.setting, c.path, err)
+		}
 	}
 }

@@ -35,7 +35,7 @@ type RuStore struct {
 
 // Provider implements Section.
 func (c *RuStore) Provider(env Env) (oncepush.Provider, error) {
-	token, err := fileOrInline(c.ServiceToken, c.ServiceTokenFile, "serviceTokenFile")
+	token, err := secret{"serviceToken", "serviceTokenFile", "the push project's service token (RuStore Console)"}.value(c.ServiceToken, c.ServiceTokenFile)
 	if err != nil {
 		return nil, err
 	}

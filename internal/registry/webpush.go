@@ -48,7 +48,7 @@ type WebPush struct {
 
 // Provider implements Section.
 func (c *WebPush) Provider(env Env) (oncepush.Provider, error) {
-	key, err := fileOrInline(c.VAPIDPrivateKey, c.VAPIDPrivateKeyFile, "vapidPrivateKeyFile")
+	key, err := secret{"vapidPrivateKey", "vapidPrivateKeyFile", "the VAPID private key ('oncepush vapid generate')"}.value(c.VAPIDPrivateKey, c.VAPIDPrivateKeyFile)
 	if err != nil {
 		return nil, err
 	}

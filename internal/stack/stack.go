@@ -9,12 +9,14 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush"
@@ -81,11 +83,13 @@ type ServerOptions struct {
 // Open opens the database the settings name: a postgres:// or postgresql://
 // URL, or else a SQLite file path (an optional "sqlite:" prefix is dropped).
 // Nothing is written; migrating is the caller's choice (Migrate). Errors name
-// the --database setting and never hold a password.
+// the database setting where it was given (--database, ONCEPUSH_DATABASE_URL
+// or the file's database), say whether the database is missing, the login
+// refused or the server not reached, and never hold a password.
 func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
 	dsn := st.Database
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		pool, err := openPool(ctx, dsn)
+		pool, err := openPool(ctx, st, dsn)
 		if err != nil {
 			return nil, err
 		}
@@ -94,11 +98,11 @@ func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
 	if config.KeywordDSN(dsn) {
 		// Taken as a SQLite path it would become a file named after the
 		// password, and the error would repeat it.
-		return nil, databaseErr("is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
+		return nil, databaseErr(st, "is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
 	}
 	drv, err := sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"), nil)
 	if err != nil {
-		return nil, databaseErr(err.Error())
+		return nil, databaseErr(st, err.Error())
 	}
 	return on(drv, func() { _ = drv.Close() }), nil
 }
@@ -117,10 +121,10 @@ func OpenMigrated(ctx context.Context, st *config.Settings) (*Storage, error) {
 	return db, nil
 }
 
-func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, st *config.Settings, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, databaseErr("not a PostgreSQL URL: " + err.Error())
+		return nil, databaseErr(st, "not a PostgreSQL URL: "+err.Error())
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// pgxpool's default (4 on a 2-core host) queues concurrent API
@@ -129,18 +133,54 @@ func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, databaseErr(err.Error())
+		return nil, databaseErr(st, err.Error())
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, databaseErr("cannot reach PostgreSQL at " + config.RedactURL(dsn) + ": " + err.Error())
+		return nil, databaseErr(st, pingProblem(config.RedactURL(dsn), cfg.ConnConfig.User, cfg.ConnConfig.Database, err))
 	}
 	return pool, nil
 }
 
-func databaseErr(problem string) error { return &config.Error{Setting: "--database", Problem: problem} }
+// pingTimeout bounds the first connection to PostgreSQL.
+const pingTimeout = 10 * time.Second
+
+// The SQLSTATEs of a connection the server refuses that pingProblem tells
+// apart.
+const (
+	sqlstateNoDatabase  = "3D000" // invalid_catalog_name
+	sqlstateBadPassword = "28P01" // invalid_password
+	sqlstateBadLogin    = "28000" // invalid_authorization_specification: no such role, pg_hba refusal
+)
+
+// pingProblem says why the first connection to the server at where (a
+// redacted URL) failed, telling apart what the operator fixes differently:
+// a database that does not exist, a login refused, a server not reached.
+// pgx's and the server's texts name the user and database, never the
+// password.
+func pingProblem(where, user, database string, err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case sqlstateNoDatabase:
+			return fmt.Sprintf("database %q does not exist on the PostgreSQL server at %s: create it (createdb %s), or name another in the URL", database, where, database)
+		case sqlstateBadPassword, sqlstateBadLogin:
+			return fmt.Sprintf("PostgreSQL at %s refused the login of user %q: authentication failed (%s, SQLSTATE %s)", where, user, pe.Message, pe.Code)
+		}
+		return fmt.Sprintf("PostgreSQL at %s refused the connection: %s (SQLSTATE %s)", where, pe.Message, pe.Code)
+	}
+	if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("cannot reach PostgreSQL at %s: no answer within %s (%v)", where, pingTimeout, err)
+	}
+	return fmt.Sprintf("cannot reach PostgreSQL at %s: %v", where, err)
+}
+
+// databaseErr names the database setting as the operator gave it.
+func databaseErr(st *config.Settings, problem string) error {
+	return &config.Error{Setting: st.Origin("database"), Problem: problem}
+}
 
 // on erases drv's transaction type: every operation a command needs is a
 // closure over the typed driver.

@@ -2,12 +2,17 @@ package stack
 
 import (
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/testdb"
 )
 
 // TestDatabaseErrorsHideThePassword: a PostgreSQL URL that does not parse,
@@ -41,5 +46,48 @@ func TestDatabaseErrorsHideThePassword(t *testing.T) {
 		for _, e := range entries {
 			_ = os.Remove(e)
 		}
+	}
+}
+
+// TestDatabaseErrorsSayWhy: a database that does not exist, a login the
+// server refuses and a server not reached are three different fixes, and
+// the error says which, naming the setting and never the password.
+func TestDatabaseErrorsSayWhy(t *testing.T) {
+	t.Parallel()
+	const pw = "CANARY-db-password-3e2d1c"
+	base, err := url.Parse(testdb.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDatabase, noRole := *base, *base
+	noDatabase.Path = "/oncepush_no_such_database"
+	noDatabase.User = url.UserPassword(base.User.Username(), pw)
+	noRole.User = url.UserPassword("oncepush_no_such_role", pw)
+	for _, c := range []struct{ name, dsn, want string }{
+		{"no database", noDatabase.String(), `database "oncepush_no_such_database" does not exist`},
+		{"no role", noRole.String(), `refused the login of user "oncepush_no_such_role": authentication failed`},
+		{"nobody listening", "postgres://push:" + pw + "@127.0.0.1:1/db", "cannot reach PostgreSQL at push@127.0.0.1:1/db"},
+	} {
+		st := &config.Settings{File: config.File{Database: c.dsn}}
+		db, err := Open(t.Context(), st)
+		if err == nil {
+			db.Close()
+			t.Errorf("%s: opened", c.name)
+			continue
+		}
+		var se *config.Error
+		if !errors.As(err, &se) || se.Setting != "--database" || !strings.Contains(se.Problem, c.want) || strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: %v; want a --database error saying %q, without the password", c.name, err, c.want)
+		}
+	}
+	// A wrong password (SQLSTATE 28P01) needs a server that asks for one.
+	got := pingProblem("push@db:5432/push", "push", "push", &pgconn.ConnectError{Config: &pgconn.Config{}})
+	if !strings.HasPrefix(got, "cannot reach") {
+		t.Errorf("a connection error: %s", got)
+	}
+	got = pingProblem("push@db:5432/push", "push", "push", fmt.Errorf("wrapped: %w",
+		&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "push"`}))
+	if !strings.Contains(got, `refused the login of user "push": authentication failed`) {
+		t.Errorf("a wrong password: %s", got)
 	}
 }
