@@ -504,6 +504,16 @@ func testCLI(t *testing.T, bin string, db database) {
 	if r := run(t, bin, other...); r.code != 1 || !strings.Contains(r.stderr, "--dedupe-key") {
 		t.Errorf("another notification under the same key: exit code %d, stderr %q; want 1 naming --dedupe-key", r.code, r.stderr)
 	}
+	// The API and the command line agree on what a request is
+	// (Client.RequestHash): the same notification over HTTP under the key
+	// is the command line's, replayed.
+	var viaAPI sendAnswer
+	s.must(http.MethodPost, "/v1/notifications", map[string]any{"recipients": []string{"u_cli"}, "title": "From the command line",
+		"data": json.RawMessage(`{"s": "x", "n": 12345678901234567890}`), "link": "/from/cli", "dedupeKey": "cli-1", "ttlSeconds": 3600},
+		http.StatusAccepted, &viaAPI)
+	if viaAPI.ID != first.ID || !viaAPI.Duplicate {
+		t.Errorf("the command line's send over HTTP answered %+v, want id %d replayed", viaAPI, first.ID)
+	}
 	d := s.waitFinal("u_cli", 1)[0]
 	if d.Status != "sent" || d.NotificationID != first.ID {
 		t.Fatalf("the command line's delivery: %+v", d)

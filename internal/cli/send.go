@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -72,6 +71,14 @@ func send(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &config.Error{Setting: "engine", Problem: err.Error()}
 	}
+	if opts.DedupKey != "" {
+		// A recorded request, as the API's and with the same identity: the
+		// same send again, from here or over HTTP, answers the first answer;
+		// a different one under the key is refused.
+		if opts.RequestHash, err = stk.Client.RequestHash(s.to, msg, *opts); err != nil {
+			return flagError(err)
+		}
+	}
 	res, err := stk.Client.Send(ctx, s.to, msg, opts)
 	if errors.Is(err, oncepush.ErrDedupConflict) {
 		return &config.Error{Setting: "--dedupe-key", Problem: "was used before for a different notification; use a new key for a new notification"}
@@ -109,21 +116,6 @@ func (s *sendFlags) message() (oncepush.Message, *oncepush.SendOptions, error) {
 			return msg, nil, &config.Error{Setting: "--ttl", Problem: fmt.Sprintf("%q is not a positive duration such as 1h or 30m", s.ttl)}
 		}
 		opts.Lifetime = d
-	}
-	if s.dedupeKey != "" {
-		// A recorded request, as the API's: the same send again answers the
-		// first answer (its notification's id), a different one under the
-		// same key is refused.
-		canon, err := json.Marshal(struct {
-			Recipients                            []string
-			Message                               oncepush.Message
-			Category, Ambiguity, ScheduledAt, TTL string
-		}{s.to, msg, s.category, s.ambiguity, s.scheduledAt, s.ttl})
-		if err != nil {
-			return msg, nil, err
-		}
-		sum := sha256.Sum256(append([]byte("oncepush send\n"), canon...))
-		opts.RequestHash = sum[:]
 	}
 	return msg, opts, nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -94,14 +93,14 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	}
 
 	if key != "" {
-		// The request's identity is its decoded content, re-encoded
-		// canonically: whitespace and key order do not make another request.
-		canon, err := json.Marshal(req)
+		// The request's identity is what it would write, defaults applied
+		// (Client.RequestHash): neither spelling nor an explicit default makes
+		// another request.
+		h, err := s.client.RequestHash(req.Recipients, msg, *opts)
 		if err != nil {
-			return err
+			return renameField(err)
 		}
-		sum := sha256.Sum256(canon)
-		opts.RequestHash = sum[:]
+		opts.RequestHash = h
 	}
 	// One atomic write: the message, its deliveries and the request's record.
 	res, err := s.client.Send(r.Context(), req.Recipients, msg, opts)

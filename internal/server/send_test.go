@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -266,5 +268,51 @@ func TestConcurrentConflictingBodies(t *testing.T) {
 		if m, d := e.count("oncepush_message"), e.count("oncepush_delivery"); m != 1 || d != 2 {
 			t.Errorf("the ledger holds %d messages and %d deliveries, want 1 and 2", m, d)
 		}
+	})
+}
+
+// A request is the notification it would write, defaults applied
+// (Client.RequestHash): a replay that spells a default out, sends empty data,
+// lists the recipients in another order (or one twice) or writes the same
+// instant in another offset is the same request and replays; one that
+// changes what would be written is refused.
+func TestReplayIsTheSameNotificationDefaultsApplied(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.register("u_1", oncepush.TransportFCM, nil)
+		e.register("u_2", oncepush.TransportFCM, nil)
+		base := func(extra obj) obj {
+			b := obj{"recipients": []string{"u_1", "u_2"}, "title": "Hello", "dedupeKey": "same", "scheduledAt": "2026-01-05T09:30:00Z"}
+			maps.Copy(b, extra)
+			return b
+		}
+		first := e.send(e.admin, base(nil))
+		before := e.rows()
+		for name, extra := range map[string]obj{
+			"the default ambiguity":     {"ambiguity": "resend"},
+			"empty data":                {"data": obj{}},
+			"null data":                 {"data": nil},
+			"the default lifetime":      {"ttlSeconds": 86400},
+			"the recipients reversed":   {"recipients": []string{"u_2", "u_1"}},
+			"a recipient twice":         {"recipients": []string{"u_1", "u_2", "u_1"}},
+			"the instant in +01:00":     {"scheduledAt": "2026-01-05T10:30:00+01:00"},
+			"ttlSeconds as 86400.0":     {"ttlSeconds": json.Number("86400.0")},
+			"every default spelled out": {"ambiguity": "resend", "ttlSeconds": 86400, "data": obj{}},
+		} {
+			if a := e.send(e.admin, base(extra)); a.ID != first.ID || !a.Duplicate {
+				t.Errorf("%s: answered %+v, want the first answer (%d) replayed", name, a, first.ID)
+			}
+		}
+		for name, extra := range map[string]obj{
+			"another policy":   {"ambiguity": "at-most-once"},
+			"another lifetime": {"ttlSeconds": 3600},
+			"some data":        {"data": obj{"x": "1"}},
+			"another instant":  {"scheduledAt": "2026-01-05T09:31:00Z"},
+			"fewer recipients": {"recipients": []string{"u_1"}},
+		} {
+			if r := e.do("POST", "/v1/notifications", e.admin, base(extra)); r.status != http.StatusConflict {
+				t.Errorf("%s: status %d, want 409: %s", name, r.status, r.body)
+			}
+		}
+		e.unchanged(t, before, "replays and refused requests")
 	})
 }

@@ -57,6 +57,7 @@ type Stack struct {
 // transaction type.
 type Engine interface {
 	Send(ctx context.Context, recipients []string, msg oncepush.Message, opts *oncepush.SendOptions) (oncepush.SendResult, error)
+	RequestHash(recipients []string, msg oncepush.Message, opts oncepush.SendOptions) ([]byte, error)
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 }
