@@ -35,6 +35,7 @@ func TestBinary(t *testing.T) {
 	t.Run("EveryKeyRevoked", func(t *testing.T) { t.Parallel(); testEveryKeyRevoked(t, bin) })
 	t.Run("SlowClients", func(t *testing.T) { t.Parallel(); testSlowClients(t, bin) })
 	t.Run("ConfigCanaries", func(t *testing.T) { t.Parallel(); testConfigCanaries(t, bin) })
+	t.Run("READMEWalkthrough", func(t *testing.T) { t.Parallel(); testREADMEWalkthrough(t, bin) })
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()

@@ -70,7 +70,7 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	b = append(b, '\n')
-	if err := os.WriteFile(filepath.Join(out, fakeConfigFile), b, 0o600); err != nil {
+	if err := writeAtomically(filepath.Join(out, fakeConfigFile), b); err != nil {
 		return &config.Error{Setting: "--dir", Problem: err.Error()}
 	}
 	if _, err := e.stdout.Write(b); err != nil {
@@ -114,4 +114,26 @@ func fakeConfig(fake *fakepush.Server, dir, project, topic string) (*config.File
 		return nil, err
 	}
 	return &config.File{Providers: sections}, nil
+}
+
+// writeAtomically writes b to path through a temporary file in its
+// directory, so that a reader waiting for the file never reads part of it.
+func writeAtomically(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing to remove
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -30,6 +30,8 @@ import (
 //	POST /_fake/latency                 ControlLatency → 204
 //	POST /_fake/reset                   → 204 (forgets requests, programs, mixes and latencies)
 //	POST /_fake/webpush/subscriptions   → 201 ControlSubscription
+//	POST /_fake/webpush/subscriptions?as=device
+//	                                    → 201 {"transport": "webpush", "token": …}, a device to register
 //
 // A malformed request is answered 400 {"error": "…"} naming the field. The
 // endpoints have no authentication: they are test tooling, and the fake is

@@ -73,6 +73,12 @@ func newFakeWebPush(s *Server) *fakeWebPush {
 			controlError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
+		if r.URL.Query().Get("as") == "device" {
+			// The body of PUT /v1/recipients/{recipient}/devices, for a
+			// shell that has curl and no JSON tool.
+			controlJSON(w, http.StatusCreated, map[string]string{"transport": string(oncepush.TransportWebPush), "token": string(token)})
+			return
+		}
 		id := strings.TrimPrefix(sub.Endpoint, s.URL+"/webpush/")
 		controlJSON(w, http.StatusCreated, ControlSubscription{Token: string(token), ID: id})
 	})
