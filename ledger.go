@@ -1,10 +1,14 @@
 package oncepush
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -195,11 +199,15 @@ func (c *Client[TTx]) Message(ctx context.Context, id int64) (*StoredMessage, er
 	if err != nil {
 		return nil, fmt.Errorf("oncepush: get message %d: %w", id, err)
 	}
+	return storedMessage(m), nil
+}
+
+func storedMessage(m *driver.Message) *StoredMessage {
 	return &StoredMessage{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Data: m.Data, Link: m.Link, Image: m.Image,
 		Category: m.Category, Ambiguity: AmbiguityPolicy(m.Ambiguity),
 		ScheduledAt: m.ScheduledAt, ExpiresAt: m.ExpiresAt, CreatedAt: m.CreatedAt,
-	}, nil
+	}
 }
 
 // AmbiguousAttempts counts the message's (delivery, device) pairs that were
@@ -235,4 +243,148 @@ func (c *Client[TTx]) Backlog(ctx context.Context, limit int) (Backlog, error) {
 		return Backlog{}, fmt.Errorf("oncepush: read the backlog: %w", err)
 	}
 	return Backlog{Due: n, OldestAge: age}, nil
+}
+
+// MessageStatus selects messages by whether they still have work:
+// MessagePending (a delivery is pending), MessageDone (none is).
+type MessageStatus string
+
+// Message statuses for MessageQuery.
+const (
+	MessagePending = MessageStatus(driver.MessagePending)
+	MessageDone    = MessageStatus(driver.MessageDone)
+)
+
+// MessageQuery selects the messages Messages lists; its zero value (with a
+// Limit) lists them all.
+type MessageQuery struct {
+	Status   MessageStatus
+	Category string
+	// DedupKey lists the messages with a delivery under this key.
+	DedupKey string
+	// CreatedFrom and CreatedTo bound the creation time, [from, to); zero is
+	// unbounded.
+	CreatedFrom, CreatedTo time.Time
+	// Cursor is where the page starts: "" for the first, else the Next of
+	// the page before.
+	Cursor string
+	// Limit is the page size, 1…MaxPageSize.
+	Limit int
+}
+
+// MessagePage is one page of Messages.
+type MessagePage struct {
+	Messages []*StoredMessage
+	// Next is the cursor of the next page; "" on the last.
+	Next string
+}
+
+// Messages lists stored messages, newest first (by creation time, then id),
+// a page at a time. Each page is one indexed seek from its cursor, however
+// deep; a status filter also reads, for each message it passes over, its
+// deliveries until one is pending (at most all of them, for MessageDone).
+func (c *Client[TTx]) Messages(ctx context.Context, q MessageQuery) (MessagePage, error) {
+	if q.Limit < 1 || q.Limit > MaxPageSize {
+		return MessagePage{}, invalid("limit", "must be between 1 and %d", MaxPageSize)
+	}
+	switch q.Status {
+	case "", MessagePending, MessageDone:
+	default:
+		return MessagePage{}, invalid("status", "%q is neither %q nor %q", q.Status, MessagePending, MessageDone)
+	}
+	p := &driver.MessageListParams{Category: q.Category, Status: string(q.Status), BeforeID: math.MaxInt64, Limit: q.Limit + 1}
+	if !q.CreatedFrom.IsZero() {
+		p.CreatedFrom = &q.CreatedFrom
+	}
+	if !q.CreatedTo.IsZero() {
+		p.CreatedTo = &q.CreatedTo
+	}
+	if q.Cursor != "" {
+		at, id, ok := decodeMessageCursor(q.Cursor)
+		if !ok {
+			return MessagePage{}, invalid("cursor", "is not a cursor Messages returned")
+		}
+		p.BeforeAt, p.BeforeID = &at, id
+	}
+	list := c.driver.Exec().MessageList
+	if q.DedupKey != "" {
+		list = func(ctx context.Context, p *driver.MessageListParams) ([]*driver.Message, error) {
+			return c.messagesByDedupKey(ctx, q.DedupKey, p)
+		}
+	}
+	rows, err := list(ctx, p)
+	if err != nil {
+		return MessagePage{}, fmt.Errorf("oncepush: list messages: %w", err)
+	}
+	var page MessagePage
+	for i, m := range rows {
+		if i == q.Limit {
+			last := rows[q.Limit-1]
+			page.Next = encodeMessageCursor(last.CreatedAt, last.ID)
+			break
+		}
+		page.Messages = append(page.Messages, storedMessage(m))
+	}
+	return page, nil
+}
+
+// A message cursor is the creation time (Unix µs) and id of the last
+// message of a page, opaque to callers.
+func encodeMessageCursor(at time.Time, id int64) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMicro()))
+	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(b, uint64(id)))
+}
+
+func decodeMessageCursor(s string) (time.Time, int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return time.Time{}, 0, false
+	}
+	id := int64(binary.BigEndian.Uint64(b[8:]))
+	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), id, id > 0
+}
+
+// messagesByDedupKey is MessageList over the messages sent under key: a
+// handful (a key names one request, or a few before it was freed), so they
+// are read whole and p's filters, order and cursor applied here.
+func (c *Client[TTx]) messagesByDedupKey(ctx context.Context, key string, p *driver.MessageListParams) ([]*driver.Message, error) {
+	ex := c.driver.Exec()
+	ids, err := ex.MessageIDsByDedupKey(ctx, key)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	ms, err := ex.MessageGetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	keep := ms[:0]
+	for _, m := range ms {
+		switch {
+		case p.Category != "" && m.Category != p.Category,
+			p.CreatedFrom != nil && m.CreatedAt.Before(*p.CreatedFrom),
+			p.CreatedTo != nil && !m.CreatedAt.Before(*p.CreatedTo),
+			p.BeforeAt != nil && !messageBefore(m, *p.BeforeAt, p.BeforeID):
+			continue
+		}
+		if p.Status != "" {
+			counts, err := ex.DeliveryCountByStatus(ctx, m.ID)
+			if err != nil {
+				return nil, err
+			}
+			if (counts[driver.StatusPending] > 0) != (p.Status == driver.MessagePending) {
+				continue
+			}
+		}
+		keep = append(keep, m)
+	}
+	slices.SortFunc(keep, func(a, b *driver.Message) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+	})
+	return keep[:min(len(keep), p.Limit)], nil
+}
+
+// messageBefore reports whether m comes after the cursor (at, id) in the
+// list's order: created earlier, or at the same instant with a smaller id.
+func messageBefore(m *driver.Message, at time.Time, id int64) bool {
+	return m.CreatedAt.Before(at) || (m.CreatedAt.Equal(at) && m.ID < id)
 }

@@ -211,6 +211,13 @@ type Executor interface {
 	DeliveryCountByStatus(ctx context.Context, messageID int64) (map[string]int, error)
 	// MessageGet returns one message, or ErrNotFound.
 	MessageGet(ctx context.Context, id int64) (*Message, error)
+	// MessageList returns a page of messages, newest first (by creation time,
+	// then id), as MessageListParams selects: every page a seek into an index
+	// ordered that way (by category when one is given).
+	MessageList(ctx context.Context, p *MessageListParams) ([]*Message, error)
+	// MessageIDsByDedupKey returns the ids of the messages with a delivery
+	// under the key.
+	MessageIDsByDedupKey(ctx context.Context, key string) ([]int64, error)
 	// MessageCancel ends every pending delivery of the message canceled
 	// (leased ones too: a lease's holder marks nothing more of them, see
 	// DeviceAttemptMarkSending) and counts them, and those of them with a
@@ -414,6 +421,28 @@ type UpdatedDelivery struct {
 	ID     int64
 	Status string
 }
+
+// MessageListParams selects a page of messages. Empty strings and nil
+// times select everything.
+type MessageListParams struct {
+	Category string
+	// Status is "pending" (a delivery is pending), "done" (none is) or "".
+	Status string
+	// CreatedFrom and CreatedTo bound the creation time: [from, to).
+	CreatedFrom, CreatedTo *time.Time
+	// BeforeAt and BeforeID are the cursor: the page holds messages created
+	// before BeforeAt, or at it with an id below BeforeID. The first page
+	// passes nil and math.MaxInt64.
+	BeforeAt *time.Time
+	BeforeID int64
+	Limit    int
+}
+
+// Message list statuses.
+const (
+	MessagePending = "pending"
+	MessageDone    = "done"
+)
 
 // MessageCancelParams cancels one message's pending deliveries.
 type MessageCancelParams struct {

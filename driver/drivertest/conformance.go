@@ -113,6 +113,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
 		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
 		{"MessageReads", testMessageReads[TTx]},
+		{"MessageList", testMessageList[TTx]},
 		{"CancelPending", testCancelPending[TTx]},
 		{"CancelInFlight", testCancelInFlight[TTx]},
 		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,5 +69,95 @@ func testMessageReads[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if n, err := b.client.AmbiguousAttempts(b.ctx, res.MessageID); err != nil || n != 1 {
 		t.Fatalf("Client.AmbiguousAttempts = %d, %v; want 1", n, err)
+	}
+}
+
+// testMessageList: Client.Messages lists messages newest first, each filter
+// selecting exactly its messages, and a walk page by page — across messages
+// created in the same instant — returns each once, in order.
+func testMessageList[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil, "r1", "r2")
+	at := func(i int) time.Time { return epoch.Add(time.Duration(i) * time.Minute) }
+	send := func(i int, title, category, key string, opts *oncepush.SendOptions) int64 {
+		b.clock.Set(at(i))
+		if opts == nil {
+			opts = &oncepush.SendOptions{}
+		}
+		opts.Category, opts.DedupKey = category, key
+		return b.send([]string{"r1"}, msg(title), opts).MessageID
+	}
+	m1 := send(1, "pending news", "news", "", &oncepush.SendOptions{ScheduledAt: at(100)})
+	m2 := send(2, "billing", "billing", "", nil)
+	m3 := send(3, "news with a key", "news", "k3", nil)
+	m4 := send(4, "later news", "news", "", &oncepush.SendOptions{ScheduledAt: at(100)})
+	m5 := send(4, "same instant", "", "", &oncepush.SendOptions{ScheduledAt: at(100)}) // created with m4
+	b.clock.Set(at(5))
+	b.drain() // m2 and m3 are sent; the others wait for at(100)
+
+	list := func(q oncepush.MessageQuery) []int64 {
+		t.Helper()
+		q.Limit = 100
+		page, err := b.client.Messages(b.ctx, q)
+		if err != nil {
+			t.Fatalf("Messages(%+v): %v", q, err)
+		}
+		if page.Next != "" {
+			t.Fatalf("Messages(%+v): a next page after all of them", q)
+		}
+		var ids []int64
+		for _, m := range page.Messages {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	for name, tc := range map[string]struct {
+		q    oncepush.MessageQuery
+		want []int64
+	}{
+		"all":             {oncepush.MessageQuery{}, []int64{m5, m4, m3, m2, m1}},
+		"category":        {oncepush.MessageQuery{Category: "news"}, []int64{m4, m3, m1}},
+		"pending":         {oncepush.MessageQuery{Status: oncepush.MessagePending}, []int64{m5, m4, m1}},
+		"done":            {oncepush.MessageQuery{Status: oncepush.MessageDone}, []int64{m3, m2}},
+		"pending news":    {oncepush.MessageQuery{Status: oncepush.MessagePending, Category: "news"}, []int64{m4, m1}},
+		"dedup key":       {oncepush.MessageQuery{DedupKey: "k3"}, []int64{m3}},
+		"key, other cat.": {oncepush.MessageQuery{DedupKey: "k3", Category: "billing"}, nil},
+		"unknown key":     {oncepush.MessageQuery{DedupKey: "nobody"}, nil},
+		"key, done":       {oncepush.MessageQuery{DedupKey: "k3", Status: oncepush.MessageDone}, []int64{m3}},
+		"key, pending":    {oncepush.MessageQuery{DedupKey: "k3", Status: oncepush.MessagePending}, nil},
+		"key, created":    {oncepush.MessageQuery{DedupKey: "k3", CreatedFrom: at(4)}, nil},
+		"created range":   {oncepush.MessageQuery{CreatedFrom: at(2), CreatedTo: at(4)}, []int64{m3, m2}},
+		"from":            {oncepush.MessageQuery{CreatedFrom: at(4)}, []int64{m5, m4}},
+	} {
+		if got := list(tc.q); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+
+	// Page by page, one at a time: every message once, newest first; m4
+	// and m5 share their creation instant, so the cursor must order by id.
+	var walked []int64
+	q := oncepush.MessageQuery{Limit: 1}
+	for range 10 {
+		page, err := b.client.Messages(b.ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Messages {
+			walked = append(walked, m.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	if want := []int64{m5, m4, m3, m2, m1}; !slices.Equal(walked, want) {
+		t.Errorf("walked %v, want %v", walked, want)
+	}
+
+	for _, bad := range []oncepush.MessageQuery{{Limit: 0}, {Limit: 10, Cursor: "not-a-cursor"}, {Limit: 10, Status: "sent"}} {
+		var ve *oncepush.ValidationError
+		if _, err := b.client.Messages(b.ctx, bad); !errors.As(err, &ve) {
+			t.Errorf("Messages(%+v): %v, want a ValidationError", bad, err)
+		}
 	}
 }

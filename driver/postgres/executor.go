@@ -459,6 +459,24 @@ func (e *executor) MessageGet(ctx context.Context, id int64) (*driver.Message, e
 	return queryOne(ctx, e.db, scanMessage, q.Get("MessageGet"), named{"id": id})
 }
 
+func (e *executor) MessageList(ctx context.Context, p *driver.MessageListParams) ([]*driver.Message, error) {
+	args := named{
+		"before_at": p.BeforeAt, "before_id": p.BeforeID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
+		"status": p.Status, "limit": p.Limit, "category": p.Category,
+	}
+	text := q.Get("MessageList")
+	if p.Category != "" {
+		text = q.Get("MessageListByCategory")
+	} else {
+		delete(args, "category")
+	}
+	return query(ctx, e.db, scanMessage, text, args)
+}
+
+func (e *executor) MessageIDsByDedupKey(ctx context.Context, key string) ([]int64, error) {
+	return query(ctx, e.db, pgx.RowTo[int64], q.Get("MessageIDsByDedupKey"), named{"dedup_key": key})
+}
+
 func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
 	res := &driver.MessageCancelResult{}
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {

@@ -192,6 +192,7 @@ func TestQueryPlans(t *testing.T) {
 	t.Run("EveryQueryReadsThroughIndexes", func(t *testing.T) { everyQueryReadsThroughIndexes(t, p) })
 	t.Run("CleanupReadsThroughIndexes", func(t *testing.T) { cleanupReadsThroughIndexes(t, p) })
 	t.Run("ListsSeekTheirCursor", func(t *testing.T) { listsSeekTheirCursor(t, p) })
+	t.Run("MessageListSeeksItsCursor", func(t *testing.T) { messageListSeeksItsCursor(t, p) })
 }
 
 // everyQueryReadsThroughIndexes: no named query reads a ledger table whole in
@@ -288,6 +289,46 @@ func listsSeekTheirCursor(t *testing.T, p *planner) {
 			if !ok {
 				t.Errorf("%s, %s page (%s): want one index scan of %s with %q in its index condition and no filter:\n%s",
 					tc.name, tc.page, mode, tc.table, tc.cond, plan)
+			}
+		}
+	}
+}
+
+// messageListSeeksItsCursor: a page of the notification list, filtered by
+// category or not, is an ordered scan of its index starting at the cursor
+// (no sort of everything before it), in custom and generic plans; the status
+// filter, when asked for, is the only filter.
+func messageListSeeksItsCursor(t *testing.T, p *planner) {
+	var midAt string
+	var midID int64
+	if err := p.conn.QueryRow(t.Context(), `SELECT created_at::text, id FROM oncepush_message
+		ORDER BY created_at DESC, id DESC OFFSET 10000 LIMIT 1`).Scan(&midAt, &midID); err != nil {
+		t.Fatal(err)
+	}
+	cursor := []string{"'" + midAt + "'", fmt.Sprint(midID)}
+	cases := []struct {
+		name, index string
+		args        []string
+	}{
+		{"MessageList", "oncepush_message_created", slices.Concat(cursor, []string{"NULL", "NULL", "''", "50"})},
+		{"MessageList", "oncepush_message_created", slices.Concat(cursor, []string{"NULL", "NULL", "'pending'", "50"})},
+		// Every message of the plan data is in category "": the planner may
+		// as well read the creation index and check the category.
+		{"MessageListByCategory", "oncepush_message_", slices.Concat([]string{"''"}, cursor, []string{"NULL", "NULL", "''", "50"})},
+	}
+	for _, tc := range cases {
+		for _, mode := range planModes {
+			plan := p.plan(t, tc.name, mode, tc.args)
+			sorted, seek := false, false
+			plan.walk(func(n *planNode) {
+				sorted = sorted || n.NodeType == "Sort"
+				if n.Relation == "oncepush_message" && strings.HasPrefix(n.Index, tc.index) && n.NodeType == "Index Scan" &&
+					strings.Contains(n.IndexCond, "ROW(created_at, id) <") {
+					seek = true
+				}
+			})
+			if sorted || !seek {
+				t.Errorf("%s %v (%s): want an ordered scan of %s from the cursor, no sort:\n%s", tc.name, tc.args, mode, tc.index, plan)
 			}
 		}
 	}

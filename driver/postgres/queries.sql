@@ -390,6 +390,42 @@ SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_
 FROM oncepush_message
 WHERE id = @id;
 
+-- name: MessageList :many
+-- A page of messages, newest first (by creation, then id), before the
+-- cursor (@before_at, @before_id; the first page passes NULL and the largest
+-- id), created in [@created_from, @created_to) when given, and with
+-- @status 'pending' (some delivery pending) or 'done' (none), or '' for
+-- either. A seek into oncepush_message_created.
+SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
+       m.expires_at, m.created_at
+FROM oncepush_message m
+WHERE (m.created_at, m.id) < (coalesce(@before_at::timestamptz, 'infinity'), @before_id::bigint)
+  AND m.created_at >= coalesce(@created_from::timestamptz, '-infinity')
+  AND m.created_at < coalesce(@created_to::timestamptz, 'infinity')
+  AND (@status::text = '' OR
+       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT @limit;
+
+-- name: MessageListByCategory :many
+-- MessageList of one category: a seek into oncepush_message_category.
+SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
+       m.expires_at, m.created_at
+FROM oncepush_message m
+WHERE m.category = @category
+  AND (m.created_at, m.id) < (coalesce(@before_at::timestamptz, 'infinity'), @before_id::bigint)
+  AND m.created_at >= coalesce(@created_from::timestamptz, '-infinity')
+  AND m.created_at < coalesce(@created_to::timestamptz, 'infinity')
+  AND (@status::text = '' OR
+       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT @limit;
+
+-- name: MessageIDsByDedupKey :many
+-- The messages with a delivery under the key: a probe of the dedup index,
+-- which leads with it.
+SELECT DISTINCT message_id FROM oncepush_delivery WHERE dedup_key = @dedup_key;
+
 -- name: MessageCancel :many
 -- Every pending delivery of the message ends canceled, leased or not; a
 -- run holding one marks nothing more of it (DeviceAttemptMarkSending wants

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -752,6 +753,36 @@ func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int
 }
 
 // --- reading the ledger (messages)
+
+func (e *executor) MessageList(ctx context.Context, p *driver.MessageListParams) ([]*driver.Message, error) {
+	// The cursor and the created range as one closed range of creation
+	// times, which SQLite seeks its index to, and the cursor's tie-break.
+	lo, hi, before := int64(math.MinInt64), int64(math.MaxInt64), int64(math.MaxInt64)
+	if p.CreatedFrom != nil {
+		lo = p.CreatedFrom.UnixMicro()
+	}
+	if p.CreatedTo != nil {
+		hi = p.CreatedTo.UnixMicro() - 1
+	}
+	if p.BeforeAt != nil {
+		before = p.BeforeAt.UnixMicro()
+		hi = min(hi, before)
+	}
+	args := []any{
+		sql.Named("lo_at", lo), sql.Named("hi_at", hi), sql.Named("before_at", before), sql.Named("before_id", p.BeforeID),
+		sql.Named("status", p.Status), sql.Named("limit", p.Limit),
+	}
+	text := q.Get("MessageList")
+	if p.Category != "" {
+		text = q.Get("MessageListByCategory")
+		args = append(args, sql.Named("category", p.Category))
+	}
+	return query(ctx, e.conn(), scanMessage, text, args...)
+}
+
+func (e *executor) MessageIDsByDedupKey(ctx context.Context, key string) ([]int64, error) {
+	return query(ctx, e.conn(), scanValue[int64], q.Get("MessageIDsByDedupKey"), sql.Named("dedup_key", key))
+}
 
 func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
 	return written(ctx, e, func(db dbtx) (*driver.MessageCancelResult, error) {

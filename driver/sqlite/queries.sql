@@ -374,6 +374,42 @@ SELECT count(*),
 FROM oncepush_delivery d
 WHERE d.message_id = @message_id AND d.status = 'pending';
 
+-- name: MessageList :many
+-- A page of messages, newest first (by creation, then id), before the
+-- cursor (@before_at, @before_id: created before @before_at, or at it with
+-- a smaller id), created in [@lo_at, @hi_at] (the executor folds the cursor
+-- and the created range into these bounds, which SQLite seeks the index
+-- to), and with @status 'pending' (some delivery pending) or 'done' (none),
+-- or '' for either. A seek into oncepush_message_created.
+SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
+       m.expires_at, m.created_at
+FROM oncepush_message m
+WHERE 1
+  AND m.created_at BETWEEN @lo_at AND @hi_at
+  AND (m.created_at < @before_at OR m.id < @before_id)
+  AND (@status = '' OR
+       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT @limit;
+
+-- name: MessageListByCategory :many
+-- MessageList of one category: a seek into oncepush_message_category.
+SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
+       m.expires_at, m.created_at
+FROM oncepush_message m
+WHERE m.category = @category
+  AND m.created_at BETWEEN @lo_at AND @hi_at
+  AND (m.created_at < @before_at OR m.id < @before_id)
+  AND (@status = '' OR
+       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT @limit;
+
+-- name: MessageIDsByDedupKey :many
+-- The messages with a delivery under the key: a probe of the dedup index,
+-- which leads with it.
+SELECT DISTINCT message_id FROM oncepush_delivery WHERE dedup_key = @dedup_key;
+
 -- name: MessageExists :one
 SELECT EXISTS (SELECT 1 FROM oncepush_message WHERE id = @id);
 

@@ -52,24 +52,30 @@ func TestQueriesReadThroughIndexes(t *testing.T) {
 }
 
 // TestListsSeekTheirCursor: a page of a list searches its index from the
-// cursor, so a deep page does not walk (and test) every row before it.
+// cursor, so a deep page does not walk (and test) every row before it, and
+// reads it in index order: no sort of what it passes. The notification
+// list's cursor is folded by the executor into a range of creation times.
 func TestListsSeekTheirCursor(t *testing.T) {
 	t.Parallel()
 	drv := migratedFile(t)
 	for name, search := range map[string]string{
-		"DeliveryListByRecipient": "(recipient=? AND id<?)",
-		"DeliveryListByMessage":   "(message_id=? AND id>?)",
+		"DeliveryListByRecipient": "SEARCH oncepush_delivery USING INDEX oncepush_delivery_recipient (recipient=? AND id<?)",
+		"DeliveryListByMessage":   "SEARCH oncepush_delivery USING INDEX oncepush_delivery_message (message_id=? AND id>?)",
+		"MessageList":             "SEARCH m USING INDEX oncepush_message_created (created_at>? AND created_at<?)",
+		"MessageListByCategory":   "SEARCH m USING INDEX oncepush_message_category (category=? AND created_at>? AND created_at<?)",
 	} {
 		var args []any
-		for _, p := range []string{"recipient", "message_id", "before_id", "after_id", "max"} {
-			args = append(args, sql.Named(p, 1))
+		for _, p := range []string{"recipient", "message_id", "before_id", "after_id", "max", "lo_at", "hi_at", "before_at", "status", "limit", "category"} {
+			if strings.Contains(q.Get(name), "@"+p) {
+				args = append(args, sql.Named(p, 1))
+			}
 		}
 		plan, err := queryPlan(t.Context(), drv, q.Get(name), args...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(plan) != 1 || !strings.HasPrefix(plan[0], "SEARCH oncepush_delivery USING ") || !strings.HasSuffix(plan[0], search) {
-			t.Errorf("%s: plan %q, want one index search %s", name, plan, search)
+		if len(plan) == 0 || plan[0] != search || slices.ContainsFunc(plan, func(s string) bool { return strings.Contains(s, "TEMP B-TREE") }) {
+			t.Errorf("%s: plan %q, want %s in index order", name, plan, search)
 		}
 	}
 }

@@ -70,8 +70,8 @@ func testLogs(t *testing.T, bin string, db database) {
 }
 
 // testCancel: a notification scheduled for 2030 is canceled through the
-// binary's API: its deliveries end canceled at once, and the providers never
-// see it.
+// binary's API: its deliveries end canceled at once, the providers never see
+// it, and the list shows it done.
 func testCancel(t *testing.T, bin string, db database) {
 	f := startFake(t, bin)
 	s := startServe(t, bin, db.new(t), f.serverConfig(t, nil), true)
@@ -96,6 +96,14 @@ func testCancel(t *testing.T, bin string, db database) {
 	s.must("POST", fmt.Sprintf("/v1/notifications/%d/cancel", a.ID), nil, http.StatusOK, &res)
 	if res.Canceled != 0 {
 		t.Errorf("a second cancel canceled %d", res.Canceled)
+	}
+	// Listed as done, not pending: nothing of it is left to send.
+	for status, want := range map[string]int{"done": 1, "pending": 0} {
+		var page struct{ Notifications []struct{ ID int64 } }
+		s.must("GET", "/v1/notifications?status="+status, nil, http.StatusOK, &page)
+		if len(page.Notifications) != want || (want == 1 && page.Notifications[0].ID != a.ID) {
+			t.Errorf("GET /v1/notifications?status=%s: %+v, want %d (notification %d)", status, page.Notifications, want, a.ID)
+		}
 	}
 	if n := len(f.requests(oncepush.TransportFCM)) + len(f.requests(oncepush.TransportAPNs)); n != 0 {
 		t.Errorf("the fake received %d requests for a canceled notification", n)

@@ -32,6 +32,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 		// A request per route that would do its work if it were allowed.
 		requests := map[string]any{
 			"POST /v1/notifications":                     obj{"recipients": []string{"u_1"}, "title": "Hello again"},
+			"GET /v1/notifications":                      nil,
 			"GET /v1/notifications/{id}":                 nil,
 			"GET /v1/notifications/{id}/deliveries":      nil,
 			"POST /v1/notifications/{id}/cancel":         nil,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ type sendAnswer struct {
 }
 
 // The library's field names where the API spells them differently.
-var apiFieldNames = map[string]string{"lifetime": "ttlSeconds", "dedupKey": "dedupeKey"}
+var apiFieldNames = map[string]string{"lifetime": "ttlSeconds", "dedupKey": "dedupeKey", "cursor": "cursor", "status": "status"}
 
 func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) error {
 	var req notificationRequest
@@ -137,18 +138,10 @@ func renameField(err error) error {
 
 // notificationView is GET /v1/notifications/{id}.
 type notificationView struct {
-	ID                int64           `json:"id"`
-	Type              string          `json:"type"`
-	Title             string          `json:"title"`
-	Body              string          `json:"body"`
+	notificationSummary
 	Data              json.RawMessage `json:"data"` // as stored: numbers keep their digits
 	Link              string          `json:"link"`
 	Image             string          `json:"image"`
-	Category          string          `json:"category"`
-	Ambiguity         string          `json:"ambiguity"`
-	ScheduledAt       time.Time       `json:"scheduledAt"`
-	ExpiresAt         time.Time       `json:"expiresAt"`
-	CreatedAt         time.Time       `json:"createdAt"`
 	Counts            map[string]int  `json:"counts"`
 	AmbiguousAttempts int             `json:"ambiguousAttempts"`
 }
@@ -176,8 +169,7 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	v := notificationView{
-		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Link: m.Link, Image: m.Image, Category: m.Category,
-		Ambiguity: string(m.Ambiguity), ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+		notificationSummary: summarize(m), Link: m.Link, Image: m.Image,
 		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
 	}
 	if len(m.Data) > 0 {
@@ -265,6 +257,70 @@ func (s *Server[TTx]) message(ctx context.Context, id int64) (*oncepush.StoredMe
 	return m, err
 }
 
+// notificationSummary is an item of GET /v1/notifications: the content
+// without the data, and no counts (GET /v1/notifications/{id}, the
+// notificationView, has them).
+type notificationSummary struct {
+	ID          int64     `json:"id"`
+	Type        string    `json:"type"`
+	Title       string    `json:"title"`
+	Body        string    `json:"body"`
+	Category    string    `json:"category"`
+	Ambiguity   string    `json:"ambiguity"`
+	ScheduledAt time.Time `json:"scheduledAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+func summarize(m *oncepush.StoredMessage) notificationSummary {
+	return notificationSummary{
+		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Category: m.Category, Ambiguity: string(m.Ambiguity),
+		ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+	}
+}
+
+type notificationPage struct {
+	Notifications []notificationSummary `json:"notifications"`
+	NextCursor    *string               `json:"nextCursor"`
+}
+
+func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) error {
+	v := r.URL.Query()
+	limit, err := pageLimit(v)
+	if err != nil {
+		return err
+	}
+	q := oncepush.MessageQuery{
+		Status: oncepush.MessageStatus(v.Get("status")), Category: v.Get("category"), DedupKey: v.Get("dedupeKey"),
+		Cursor: v.Get("cursor"), Limit: limit,
+	}
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"createdFrom", &q.CreatedFrom}, {"createdTo", &q.CreatedTo}} {
+		if raw := v.Get(t.name); raw != "" {
+			at, err := time.Parse(time.RFC3339Nano, raw)
+			if err != nil {
+				return fieldProblem(CodeInvalidField, t.name, "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+			}
+			*t.to = at
+		}
+	}
+	page, err := s.client.Messages(r.Context(), q)
+	if err != nil {
+		return renameField(err)
+	}
+	out := notificationPage{Notifications: []notificationSummary{}}
+	for _, m := range page.Messages {
+		out.Notifications = append(out.Notifications, summarize(m))
+	}
+	if page.Next != "" {
+		out.NextCursor = &page.Next
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // cancelView is the answer to a cancel.
 type cancelView struct {
 	ID       int64 `json:"id"`
@@ -349,16 +405,24 @@ const (
 	pageLimitMax     = 1000
 )
 
+// pageLimit reads ?limit=: pageLimitDefault when absent.
+func pageLimit(q url.Values) (int, error) {
+	l := q.Get("limit")
+	if l == "" {
+		return pageLimitDefault, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > pageLimitMax {
+		return 0, fieldProblem(CodeInvalidField, "limit", fmt.Sprintf("must be a number from 1 to %d", pageLimitMax))
+	}
+	return n, nil
+}
+
 // pageParams reads ?cursor= and ?limit=.
 func pageParams(r *http.Request) (cursor int64, limit int, err error) {
 	q := r.URL.Query()
-	limit = pageLimitDefault
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > pageLimitMax {
-			return 0, 0, fieldProblem(CodeInvalidField, "limit", fmt.Sprintf("must be a number from 1 to %d", pageLimitMax))
-		}
-		limit = n
+	if limit, err = pageLimit(q); err != nil {
+		return 0, 0, err
 	}
 	if c := q.Get("cursor"); c != "" {
 		if cursor, err = decodeCursor(c); err != nil {

@@ -115,8 +115,8 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 			e.do("GET", path, e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
 		}
 		for _, tc := range []struct{ method, path, allow string }{
-			{"GET", "/v1/notifications", "POST"},
-			{"DELETE", "/v1/notifications", "POST"},
+			{"PUT", "/v1/notifications", "GET, POST"},
+			{"DELETE", "/v1/notifications", "GET, POST"},
 			{"POST", "/v1/notifications/1", "GET"},
 			{"PUT", "/v1/notifications/1/deliveries", "GET"},
 			{"POST", "/v1/recipients/u_1/deliveries", "GET"},

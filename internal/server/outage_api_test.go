@@ -26,6 +26,7 @@ func validRequests(e *env, id int64) map[string]struct {
 		body any
 	}{
 		"POST /v1/notifications":                     {"/v1/notifications", obj{"recipients": []string{"u_1"}, "title": "Hello"}},
+		"GET /v1/notifications":                      {"/v1/notifications?status=pending&limit=10", nil},
 		"GET /v1/notifications/{id}":                 {fmt.Sprintf("/v1/notifications/%d", id), nil},
 		"GET /v1/notifications/{id}/deliveries":      {fmt.Sprintf("/v1/notifications/%d/deliveries", id), nil},
 		"POST /v1/notifications/{id}/cancel":         {fmt.Sprintf("/v1/notifications/%d/cancel", id), nil},

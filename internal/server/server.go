@@ -256,6 +256,7 @@ type route struct {
 func (s *Server[TTx]) table() []route {
 	rs := []route{
 		{method: "POST", path: "/v1/notifications", scope: apikey.ScopeSend, h: s.postNotification},
+		{method: "GET", path: "/v1/notifications", scope: apikey.ScopeRead, h: s.listNotifications},
 		{method: "GET", path: "/v1/notifications/{id}", scope: apikey.ScopeRead, h: s.getNotification},
 		{method: "GET", path: "/v1/notifications/{id}/deliveries", scope: apikey.ScopeRead, h: s.listNotificationDeliveries},
 		{method: "POST", path: "/v1/notifications/{id}/cancel", scope: apikey.ScopeSend, h: s.cancelNotification},
