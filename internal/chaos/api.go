@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	oncepushapi "github.com/oncepush/oncepush/api"
 )
 
 // api is the 'oncepush serve --no-workers' process and a client of its HTTP
@@ -215,31 +217,12 @@ func (a *api) postOnce(ctx context.Context, body notificationBody, key string, i
 	return status, ans, err
 }
 
-// The ledger as GET /v1/recipients/{r}/deliveries shows it.
+// The ledger as GET /v1/recipients/{r}/deliveries shows it, in the API's
+// own wire types.
 type (
-	deliveryView struct {
-		ID             int64         `json:"id"`
-		NotificationID int64         `json:"notificationId"`
-		Recipient      string        `json:"recipient"`
-		OncepushID     string        `json:"oncepushId"`
-		DedupeKey      string        `json:"dedupeKey"`
-		Status         string        `json:"status"`
-		Devices        []attemptView `json:"devices"`
-	}
-	attemptView struct {
-		DeviceID    int64      `json:"deviceId"`
-		Transport   string     `json:"transport"`
-		State       string     `json:"state"`
-		Submissions int        `json:"submissions"`
-		Ambiguous   int        `json:"ambiguous"`
-		FirstSentAt *time.Time `json:"firstSentAt"`
-		LastSentAt  *time.Time `json:"lastSentAt"`
-		UpdatedAt   time.Time  `json:"updatedAt"`
-	}
-	deliveryPage struct {
-		Deliveries []deliveryView `json:"deliveries"`
-		NextCursor *string        `json:"nextCursor"`
-	}
+	deliveryView = oncepushapi.Delivery
+	attemptView  = oncepushapi.DeviceAttempt
+	deliveryPage = oncepushapi.DeliveryPage
 )
 
 // recipientDeliveries reads a recipient's whole delivery history.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/api"
 )
 
 // notificationRequest is the body of POST /v1/notifications.
@@ -185,34 +186,13 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
-// deliveryView is a delivery with its per-device ledger.
-type deliveryView struct {
-	ID             int64         `json:"id"`
-	NotificationID int64         `json:"notificationId"`
-	Recipient      string        `json:"recipient"`
-	OncepushID     string        `json:"oncepushId"`
-	DedupeKey      string        `json:"dedupeKey"`
-	Status         string        `json:"status"`
-	Attempts       int           `json:"attempts"`
-	NextAttemptAt  *time.Time    `json:"nextAttemptAt"`
-	LastError      string        `json:"lastError"`
-	CreatedAt      time.Time     `json:"createdAt"`
-	FinishedAt     *time.Time    `json:"finishedAt"`
-	Devices        []attemptView `json:"devices"`
-}
-
-type attemptView struct {
-	DeviceID    int64      `json:"deviceId"`
-	Transport   string     `json:"transport"`
-	State       string     `json:"state"`
-	Submissions int        `json:"submissions"`
-	Ambiguous   int        `json:"ambiguous"`
-	ProviderID  string     `json:"providerId"`
-	Error       string     `json:"error"`
-	FirstSentAt *time.Time `json:"firstSentAt"`
-	LastSentAt  *time.Time `json:"lastSentAt"`
-	UpdatedAt   time.Time  `json:"updatedAt"`
-}
+// The answers' delivery types are the API's wire format (package api),
+// which Go clients of the API decode too.
+type (
+	deliveryView = api.Delivery
+	attemptView  = api.DeviceAttempt
+	deliveryPage = api.DeliveryPage
+)
 
 func viewDelivery(d oncepush.Delivery) deliveryView {
 	v := deliveryView{
@@ -243,10 +223,6 @@ func utcPtr(t *time.Time) *time.Time {
 }
 
 // deliveryPage is a page of deliveries.
-type deliveryPage struct {
-	Deliveries []deliveryView `json:"deliveries"`
-	NextCursor *string        `json:"nextCursor"`
-}
 
 // message reads a message, answering 404 for one that does not exist.
 func (s *Server[TTx]) message(ctx context.Context, id int64) (*oncepush.StoredMessage, error) {
