@@ -105,18 +105,31 @@ type directDevice struct {
 	recipient string
 }
 
-// prepareDirect checks a direct send completely before anything is written:
-// the distinct devices, and the send to their implicit recipients.
-func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *SendOptions) ([]directDevice, *prepared, error) {
+// DeviceRecipients returns the implicit recipients of a direct send's
+// devices (DeviceRecipient), in order, checking the devices as SendToDevices
+// does: a *ValidationError names "devices[i].transport" or
+// "devices[i].token". With them, RequestHash gives a direct send's identity.
+func (c *Client[TTx]) DeviceRecipients(devices []DeviceAddress) ([]string, error) {
+	ds, err := c.checkDevices(devices)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.recipient
+	}
+	return out, nil
+}
+
+// checkDevices checks each listed device and derives its implicit recipient.
+func (c *clientCore) checkDevices(devices []DeviceAddress) ([]directDevice, error) {
 	if len(devices) == 0 {
-		return nil, nil, invalid("devices", "must name at least one device")
+		return nil, invalid("devices", "must name at least one device")
 	}
 	if len(devices) > MaxRecipients {
-		return nil, nil, invalid("devices", "has %d entries, at most %d per send", len(devices), MaxRecipients)
+		return nil, invalid("devices", "has %d entries, at most %d per send", len(devices), MaxRecipients)
 	}
-	var ds []directDevice
-	recipients := make([]string, len(devices))
-	seen := make(map[string]bool, len(devices))
+	ds := make([]directDevice, len(devices))
 	for i, d := range devices {
 		field := fmt.Sprintf("devices[%d]", i)
 		token, key, err := c.transports.normalizeToken(d.Transport, string(d.Token))
@@ -125,14 +138,30 @@ func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *
 		}
 		if err != nil {
 			if ve := (*ValidationError)(nil); errors.As(err, &ve) {
-				return nil, nil, &ValidationError{Field: field + "." + ve.Field, Message: ve.Message}
+				return nil, &ValidationError{Field: field + "." + ve.Field, Message: ve.Message}
 			}
-			return nil, nil, err
+			return nil, err
 		}
-		recipients[i] = deviceRecipient(d.Transport, key)
-		if !seen[recipients[i]] {
-			seen[recipients[i]] = true
-			ds = append(ds, directDevice{field: field, transport: d.Transport, token: token, key: key, recipient: recipients[i]})
+		ds[i] = directDevice{field: field, transport: d.Transport, token: token, key: key, recipient: deviceRecipient(d.Transport, key)}
+	}
+	return ds, nil
+}
+
+// prepareDirect checks a direct send completely before anything is written:
+// the distinct devices, and the send to their implicit recipients.
+func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *SendOptions) ([]directDevice, *prepared, error) {
+	listed, err := c.checkDevices(devices)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ds []directDevice
+	recipients := make([]string, len(listed))
+	seen := make(map[string]bool, len(listed))
+	for i, d := range listed {
+		recipients[i] = d.recipient
+		if !seen[d.recipient] {
+			seen[d.recipient] = true
+			ds = append(ds, d)
 		}
 	}
 	// prepare counts the devices listed twice as duplicates, as it does
