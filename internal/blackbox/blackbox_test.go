@@ -46,6 +46,7 @@ func TestBinary(t *testing.T) {
 			t.Run("Canaries", func(t *testing.T) { t.Parallel(); testCanaries(t, bin, db) })
 			t.Run("Logs", func(t *testing.T) { t.Parallel(); testLogs(t, bin, db) })
 			t.Run("Cancel", func(t *testing.T) { t.Parallel(); testCancel(t, bin, db) })
+			t.Run("DirectSend", func(t *testing.T) { t.Parallel(); testDirectSend(t, bin, db) })
 		})
 	}
 }
