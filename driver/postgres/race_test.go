@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -30,11 +31,7 @@ import (
 func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, drv := migrated(t)
-	c, err := oncepush.NewClient(drv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, drv, c := migratedClient(t)
 	sent, err := c.Send(ctx, []string{"r1", "r2"}, oncepush.Message{Title: "t"},
 		&oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}})
 	if err != nil {
@@ -105,6 +102,18 @@ func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	}
 }
 
+// migratedClient returns a client with the default configuration on a
+// fresh migrated schema, with its pool and driver.
+func migratedClient(t *testing.T) (*pgxpool.Pool, *postgres.Driver, *oncepush.Client[pgx.Tx]) {
+	t.Helper()
+	pool, drv := migrated(t)
+	c, err := oncepush.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, drv, c
+}
+
 // waitForLock closes the returned channel once the backend pid waits for a
 // lock, as pg_stat_activity reports it.
 func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) <-chan struct{} {
@@ -150,11 +159,7 @@ func waitFor(t *testing.T, pool *pgxpool.Pool, query string, pid uint32) <-chan 
 func TestDirectSendRacingUncommittedRegistration(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, drv := migrated(t)
-	client, err := oncepush.NewClient(drv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, _, client := migratedClient(t)
 	tok := oncepush.Token("phone-" + strings.Repeat("y", 150))
 	tx, err := pool.Begin(ctx)
 	if err != nil {
