@@ -143,20 +143,26 @@ func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message
 	if err != nil {
 		return SendResult{}, err
 	}
-	// The wake-up goes out after the commit, not inside the transaction: see
-	// SendOptions.DeferWake.
+	// No transaction of our own: the driver writes the message and its
+	// deliveries atomically (one statement on PostgreSQL, one write
+	// transaction on SQLite), which saves two round trips per send.
+	return c.writeAndWake(ctx, opts, func(opts *SendOptions) (SendResult, error) {
+		return c.write(ctx, c.driver.Exec(), p, &msg, opts)
+	})
+}
+
+// writeAndWake runs write with the wake-up deferred past its commit (see
+// SendOptions.DeferWake), answers a recorded request with the first send's
+// result, and wakes the workers once what it queued has committed.
+func (c *Client[TTx]) writeAndWake(ctx context.Context, opts *SendOptions, write func(*SendOptions) (SendResult, error)) (SendResult, error) {
 	deferred := SendOptions{}
 	if opts != nil {
 		deferred = *opts
 	}
 	deferred.DeferWake = true
-	// No transaction of our own: the driver writes the message and its
-	// deliveries atomically (one statement on PostgreSQL, one write
-	// transaction on SQLite), which saves two round trips per send.
-	ex := c.driver.Exec()
-	res, err := c.write(ctx, ex, p, &msg, &deferred)
+	res, err := write(&deferred)
 	if errors.Is(err, driver.ErrRequestRecorded) {
-		return c.replay(ctx, ex, &deferred)
+		return c.replay(ctx, c.driver.Exec(), &deferred)
 	}
 	if err != nil {
 		return SendResult{}, err
@@ -180,15 +186,21 @@ func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, m
 		return SendResult{}, err
 	}
 	ex := c.driver.UnwrapExecutor(tx)
+	write := func() (SendResult, error) { return c.write(ctx, ex, p, &msg, opts) }
 	if opts == nil || opts.RequestHash == nil {
-		return c.write(ctx, ex, p, &msg, opts)
+		return write()
 	}
-	// A request recorded before makes the write fail; a savepoint keeps that
-	// failure from aborting the caller's transaction.
+	return c.writeInSavepoint(ctx, ex, opts, write)
+}
+
+// writeInSavepoint runs write in a savepoint of the caller's transaction, so
+// that its failure — a request recorded before, answered here with the first
+// send's result — leaves the transaction as it was and usable.
+func (c *clientCore) writeInSavepoint(ctx context.Context, ex driver.Executor, opts *SendOptions, write func() (SendResult, error)) (SendResult, error) {
 	var res SendResult
-	err = ex.WithSavepoint(ctx, func() error {
+	err := ex.WithSavepoint(ctx, func() error {
 		var err error
-		res, err = c.write(ctx, ex, p, &msg, opts)
+		res, err = write()
 		return err
 	})
 	if errors.Is(err, driver.ErrRequestRecorded) {
@@ -278,18 +290,33 @@ func (c *clientCore) registerDevice(ctx context.Context, ex driver.Executor, d D
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := c.providers[d.Transport].(TokenValidator); ok {
+	if err := c.providerAccepts(d.Transport, token); err != nil {
+		return nil, err
+	}
+	return c.storeDevice(ctx, ex, &driver.DeviceRegisterParams{
+		Recipient: d.Recipient, Transport: string(d.Transport), Token: token, TokenKey: key,
+		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone,
+	})
+}
+
+// providerAccepts asks the transport's provider, if it checks tokens
+// (TokenValidator), whether it takes the canonical token.
+func (c *clientCore) providerAccepts(t Transport, token string) error {
+	if v, ok := c.providers[t].(TokenValidator); ok {
 		if err := v.ValidateToken(Token(token)); err != nil {
-			return nil, asValidation("token", err)
+			return asValidation("token", err)
 		}
 	}
-	row, err := ex.DeviceRegister(ctx, &driver.DeviceRegisterParams{
-		Now: c.now(), Recipient: d.Recipient, Transport: string(d.Transport), Token: token, TokenKey: key,
-		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone,
-		MaxPerRecipient: c.cfg.MaxDevicesPerRecipient,
-	})
+	return nil
+}
+
+// storeDevice writes a checked registration: p with the token in canonical
+// form and its key.
+func (c *clientCore) storeDevice(ctx context.Context, ex driver.Executor, p *driver.DeviceRegisterParams) (*Device, error) {
+	p.Now, p.MaxPerRecipient = c.now(), c.cfg.MaxDevicesPerRecipient
+	row, err := ex.DeviceRegister(ctx, p)
 	if err != nil {
-		if errors.Is(err, driver.ErrSessionRevoked) {
+		if errors.Is(err, driver.ErrSessionRevoked) || errors.Is(err, driver.ErrTokenRegistered) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("oncepush: register device: %w", err)

@@ -36,6 +36,9 @@ var (
 	// ErrRequestRecorded: MessageInsert was asked to record a request whose key
 	// is recorded already; it wrote nothing.
 	ErrRequestRecorded = errors.New("oncepush/driver: request already recorded")
+	// ErrTokenRegistered: DeviceRegister with KeepOtherOwner found the token
+	// registered to another recipient; it wrote nothing.
+	ErrTokenRegistered = errors.New("oncepush/driver: token registered to another recipient")
 )
 
 // Delivery statuses. A delivery is pending until it reaches one of the others,
@@ -181,7 +184,10 @@ type Executor interface {
 
 	// DeviceRegister upserts a device: a token owned by another recipient moves
 	// (new id), then the owner keeps its MaxPerRecipient most recently registered
-	// devices. Returns ErrSessionRevoked for a revoked session.
+	// devices. Returns ErrSessionRevoked for a revoked session. With
+	// KeepOtherOwner, a token owned by another recipient stays with it and the
+	// call returns ErrTokenRegistered; the owner is the one the unique index
+	// finds, a registration still uncommitted being waited for.
 	DeviceRegister(ctx context.Context, p *DeviceRegisterParams) (*Device, error)
 	// DeviceUnregister deletes a (transport, token key) registration, only if owned
 	// by Recipient when Recipient is not empty. Absent rows are not an error.
@@ -518,6 +524,10 @@ type DeviceRegisterParams struct {
 	Locale          string
 	TimeZone        string
 	MaxPerRecipient int
+	// KeepOtherOwner refuses to move the token (ErrTokenRegistered): a direct
+	// send registers under an implicit recipient and must not take a token
+	// from the recipient it belongs to.
+	KeepOtherOwner bool
 }
 
 // DeviceUnregisterParams removes a registration.

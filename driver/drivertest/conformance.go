@@ -75,6 +75,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 	runParallel(t, h, []testCase[TTx]{
 		{"SendTxRolledBackSendsNothing", testSendTxRollback[TTx]},
 		{"DedupSequential", testDedupSequential[TTx]},
+		{"SendToDevices", testSendToDevices[TTx]},
 		{"DedupConcurrent", testDedupConcurrent[TTx]},
 		{"DedupKeyFreeAfterRetention", testDedupFreedByRetention[TTx]},
 		{"ValidationWritesNothing", testValidation[TTx]},

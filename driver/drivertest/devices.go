@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,5 +224,146 @@ func testDeleteRecipientIsOneOperation[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if want := []string{"r1", "r1", "nobody"}; !slices.Equal(asked, want) {
 		t.Fatalf("deleters were asked about %v, want %v", asked, want)
+	}
+}
+
+// testSendToDevices attacks direct sends: one delivery per device however
+// often and however spelled it is listed, a retry that queues nothing, and
+// refusals that write nothing — a bad token, or a token registered to a
+// recipient, which must stay with its owner.
+func testSendToDevices[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	fcmTok, apnsTok := tokenFor(oncepush.TransportFCM, "direct"), tokenFor(oncepush.TransportAPNs, "direct")
+	devices := []oncepush.DeviceAddress{
+		{Transport: oncepush.TransportFCM, Token: fcmTok},
+		{Transport: oncepush.TransportAPNs, Token: oncepush.Token(strings.ToUpper(string(apnsTok)))},
+		{Transport: oncepush.TransportFCM, Token: fcmTok},
+		{Transport: oncepush.TransportAPNs, Token: apnsTok}, // the same device, in lower case
+	}
+	opts := &oncepush.SendOptions{DedupKey: "direct-1"}
+	res, err := b.client.SendToDevices(b.ctx, devices, msg("direct"), opts)
+	if err != nil || res.Queued != 2 || res.Duplicates != 2 {
+		t.Fatalf("SendToDevices = %+v, %v; want 2 queued and the 2 devices listed twice as duplicates", res, err)
+	}
+	again, err := b.client.SendToDevices(b.ctx, devices[:2], msg("direct"), opts)
+	if err != nil || again.Queued != 0 || again.Duplicates != 2 || again.MessageID != 0 {
+		t.Fatalf("a retry with the same dedup key = %+v, %v; want nothing queued", again, err)
+	}
+	b.drain()
+	for tr, tok := range map[oncepush.Transport]oncepush.Token{oncepush.TransportFCM: fcmTok, oncepush.TransportAPNs: apnsTok} {
+		subs := b.fakes[tr].Submissions()
+		if len(subs) != 1 || subs[0].Device.Token != tok {
+			t.Fatalf("%s got %d submissions (%+v), want one to the token", tr, len(subs), subs)
+		}
+		r := b.deviceRecipient(tr, tok)
+		if subs[0].Device.Recipient != r {
+			t.Fatalf("%s: submitted under recipient %q, want the implicit %q", tr, subs[0].Device.Recipient, r)
+		}
+		wantStatus(t, b.only(r), oncepush.StatusSent)
+	}
+
+	// A recorded request's identity is its implicit recipients.
+	hash, err := b.client.RequestHash([]string{b.deviceRecipient(oncepush.TransportFCM, fcmTok)}, msg("recorded"), oncepush.SendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := &oncepush.SendOptions{DedupKey: "direct-recorded", RequestHash: hash}
+	first, err := b.client.SendToDevices(b.ctx, devices[:1], msg("recorded"), recorded)
+	if err != nil || first.Queued != 1 {
+		t.Fatalf("recorded direct send = %+v, %v", first, err)
+	}
+	if replay, err := b.client.SendToDevices(b.ctx, devices[:1], msg("recorded"), recorded); err != nil || !replay.Replayed || replay.MessageID != first.MessageID {
+		t.Fatalf("replayed direct send = %+v, %v; want the first answer", replay, err)
+	}
+	b.drain()
+	wantSends(t, b.fcm, 2, "the first direct send and the recorded one")
+	b.fcm.Reset()
+
+	// Refusals write nothing, neither registrations nor deliveries.
+	alice := b.register("alice", oncepush.TransportFCM)[0]
+	fresh := tokenFor(oncepush.TransportFCM, "fresh")
+	for _, tc := range []struct {
+		name    string
+		devices []oncepush.DeviceAddress
+		check   func(error) string // "" when err is the refusal wanted
+	}{
+		{"an invalid token", []oncepush.DeviceAddress{fcmDevice(fresh), fcmDevice("bad token!")}, validationOf("devices[1].token")},
+		{"an unknown transport", []oncepush.DeviceAddress{fcmDevice(fresh), {Transport: "carrier", Token: "pigeon-0001"}}, validationOf("devices[1].transport")},
+		{"no devices", nil, validationOf("devices")},
+		{"alice's token", []oncepush.DeviceAddress{fcmDevice(fresh), fcmDevice(alice.Token)}, func(err error) string {
+			var te *oncepush.TokenRegisteredError
+			if !errors.Is(err, oncepush.ErrTokenRegistered) || !errors.As(err, &te) || te.Field != "devices[1].token" {
+				return "want a TokenRegisteredError naming devices[1].token"
+			}
+			return ""
+		}},
+	} {
+		_, err := b.client.SendToDevices(b.ctx, tc.devices, msg("refused"), nil)
+		if why := tc.check(err); why != "" {
+			t.Errorf("%s: err = %v; %s", tc.name, err, why)
+		}
+	}
+	b.wantNoDirectWrites(fresh)
+	if devs, err := b.client.Devices(b.ctx, "alice"); err != nil || len(devs) != 1 || devs[0].ID != alice.ID {
+		t.Fatalf("alice's devices after a direct send named her token: %+v, %v; want hers, untouched", devs, err)
+	}
+
+	// In the caller's transaction, a refusal leaves the transaction usable
+	// and the devices registered before the refused one go with it.
+	tx, err := b.db.Begin(b.ctx, b.drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []oncepush.DeviceAddress{fcmDevice(fresh), fcmDevice(alice.Token)}
+	if _, err := b.client.SendToDevicesTx(b.ctx, tx, refused, msg("refused"), nil); !errors.Is(err, oncepush.ErrTokenRegistered) {
+		t.Fatalf("SendToDevicesTx with alice's token: %v, want ErrTokenRegistered", err)
+	}
+	if res, err := b.client.SendTx(b.ctx, tx, []string{"alice"}, msg("after the refusal"), nil); err != nil || res.Queued != 1 {
+		t.Fatalf("SendTx after a refused SendToDevicesTx: %+v, %v", res, err)
+	}
+	if err := b.db.Commit(b.ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	b.wantNoDirectWrites(fresh)
+	b.drain()
+	if subs := b.fcm.Submissions(); len(subs) != 1 || subs[0].Device.Recipient != "alice" {
+		t.Fatalf("after the transaction: %+v, want alice's send only", subs)
+	}
+}
+
+func fcmDevice(tok oncepush.Token) oncepush.DeviceAddress {
+	return oncepush.DeviceAddress{Transport: oncepush.TransportFCM, Token: tok}
+}
+
+func validationOf(field string) func(error) string {
+	return func(err error) string {
+		var ve *oncepush.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			return "want a ValidationError naming " + field
+		}
+		return ""
+	}
+}
+
+func (b *bundle[TTx]) deviceRecipient(tr oncepush.Transport, tok oncepush.Token) string {
+	b.t.Helper()
+	r, err := b.client.DeviceRecipient(tr, tok)
+	if err != nil {
+		b.t.Fatalf("DeviceRecipient(%s): %v", tr, err)
+	}
+	return r
+}
+
+// wantNoDirectWrites fails the test if a direct send registered the FCM
+// token or queued a delivery for it.
+func (b *bundle[TTx]) wantNoDirectWrites(tok oncepush.Token) {
+	b.t.Helper()
+	r := b.deviceRecipient(oncepush.TransportFCM, tok)
+	devs, err := b.client.Devices(b.ctx, r)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if ds := b.deliveries(r); len(devs) != 0 || len(ds) != 0 {
+		b.t.Fatalf("a refused direct send left %d devices and %d deliveries", len(devs), len(ds))
 	}
 }

@@ -258,8 +258,10 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 		// deleted and the insert tried again, so a moved token gets a new identity.
 		// Two rounds suffice unless another owner re-registers in between.
 		for range 5 {
-			if _, err := tx.Exec(ctx, q.Get("DeviceDeleteOtherOwner"), key); err != nil {
-				return err
+			if !p.KeepOtherOwner {
+				if _, err := tx.Exec(ctx, q.Get("DeviceDeleteOtherOwner"), key); err != nil {
+					return err
+				}
 			}
 			devs, err := query(ctx, tx, scanDevice, q.Get("DeviceUpsert"), named{
 				"now": p.Now, "recipient": p.Recipient, "transport": p.Transport, "token": p.Token,
@@ -272,6 +274,11 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 			if len(devs) == 1 {
 				dev = devs[0]
 				break
+			}
+			// The upsert's conflict waited for any registration of the token
+			// still in flight, so the owner it saw has committed.
+			if p.KeepOtherOwner {
+				return driver.ErrTokenRegistered
 			}
 		}
 		if dev == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/postgres"
@@ -38,11 +39,7 @@ import (
 func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, drv := migrated(t)
-	c, err := oncepush.NewClient(drv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, drv, c := migratedClient(t)
 	sent, err := c.Send(ctx, []string{"r1", "r2"}, oncepush.Message{Title: "t"},
 		&oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}})
 	if err != nil {
@@ -113,19 +110,42 @@ func TestConcurrentDeletersFreeWhatTheyHeld(t *testing.T) {
 	}
 }
 
+// migratedClient returns a client with the default configuration on a
+// fresh migrated schema, with its pool and driver.
+func migratedClient(t *testing.T) (*pgxpool.Pool, *postgres.Driver, *oncepush.Client[pgx.Tx]) {
+	t.Helper()
+	pool, drv := migrated(t)
+	c, err := oncepush.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, drv, c
+}
+
 // waitForLock closes the returned channel once the backend pid waits for a
 // lock, as pg_stat_activity reports it.
 func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) <-chan struct{} {
+	return waitFor(t, pool, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid)
+}
+
+// waitForBlockedBy closes the returned channel once some backend waits for
+// a lock the backend pid holds.
+func waitForBlockedBy(t *testing.T, pool *pgxpool.Pool, pid uint32) <-chan struct{} {
+	return waitFor(t, pool, "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND $1 = ANY (pg_blocking_pids(pid))", pid)
+}
+
+// waitFor closes the returned channel once query, given pid, answers true.
+// PostgreSQL signals no lock wait, so it polls.
+func waitFor(t *testing.T, pool *pgxpool.Pool, query string, pid uint32) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		for {
-			var waiting bool
-			err := pool.QueryRow(t.Context(),
-				"SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
+			var yes bool
+			err := pool.QueryRow(t.Context(), query, pid).Scan(&yes)
 			if err != nil {
-				t.Errorf("pg_stat_activity: %v", err)
+				t.Errorf("waiting for a lock: %v", err)
 			}
-			if err != nil || waiting {
+			if err != nil || yes {
 				close(ch)
 				return
 			}
@@ -137,6 +157,51 @@ func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// TestDirectSendRacingUncommittedRegistration: a direct send names a token
+// whose registration to a recipient is still uncommitted. Under READ
+// COMMITTED the send cannot see that row; the registry's unique index makes
+// it wait for it, and once it commits the send must be refused, the token
+// left with its owner — not moved to the implicit recipient.
+func TestDirectSendRacingUncommittedRegistration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, _, client := migratedClient(t)
+	tok := oncepush.Token("phone-" + strings.Repeat("y", 150))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := client.RegisterDeviceTx(ctx, tx, oncepush.Device{Recipient: "alice", Transport: oncepush.TransportFCM, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	var pid uint32
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+
+	sent := make(chan error, 1)
+	go func() {
+		_, err := client.SendToDevices(ctx, []oncepush.DeviceAddress{{Transport: oncepush.TransportFCM, Token: tok}},
+			oncepush.Message{Title: "direct"}, nil)
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		t.Fatalf("the direct send answered %v without waiting for the registration", err)
+	case <-waitForBlockedBy(t, pool, pid):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; !errors.Is(err, oncepush.ErrTokenRegistered) {
+		t.Fatalf("the direct send after the registration committed: %v, want ErrTokenRegistered", err)
+	}
+	if devs, err := client.Devices(ctx, "alice"); err != nil || len(devs) != 1 {
+		t.Fatalf("alice's devices: %v, %v; want her token", devs, err)
+	}
 }
 
 // TestRevokeRacingUncommittedRegistration: a registration still uncommitted

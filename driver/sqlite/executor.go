@@ -556,9 +556,11 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 		// deleted and a new one (a new id) inserted. The write lock is held
 		// throughout, so unlike PostgreSQL no other owner can register the
 		// token in between and one round suffices.
-		if _, err := db.ExecContext(ctx, q.Get("DeviceDeleteOtherOwner"), sql.Named("transport", p.Transport),
-			sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)); err != nil {
-			return err
+		if !p.KeepOtherOwner {
+			if _, err := db.ExecContext(ctx, q.Get("DeviceDeleteOtherOwner"), sql.Named("transport", p.Transport),
+				sql.Named("token_key", p.TokenKey), sql.Named("recipient", p.Recipient)); err != nil {
+				return err
+			}
 		}
 		devs, err := query(ctx, db, scanDevice, q.Get("DeviceUpsert"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("recipient", p.Recipient), sql.Named("transport", p.Transport),
@@ -566,6 +568,9 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone))
 		if err != nil {
 			return err
+		}
+		if len(devs) == 0 && p.KeepOtherOwner {
+			return driver.ErrTokenRegistered
 		}
 		if len(devs) != 1 {
 			return fmt.Errorf("sqlite: device registration for %s wrote %d rows, want 1", p.Transport, len(devs))

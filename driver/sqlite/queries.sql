@@ -182,7 +182,7 @@ WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipi
 -- name: DeviceUpsert :one
 -- Updates only the same owner's row. DeviceRegister first deletes another
 -- owner's registration in the same write transaction, so a conflict here is
--- always with the same owner.
+-- with the same owner, unless it keeps the other owner's: then no row.
 INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
                                   time_zone, created_at, registered_at)
 VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @now, @now)

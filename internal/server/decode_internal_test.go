@@ -23,6 +23,7 @@ func TestRequestTypesMirrorTheDocument(t *testing.T) {
 	for name, typ := range map[string]reflect.Type{
 		"NotificationRequest": reflect.TypeFor[notificationRequest](),
 		"DeviceRequest":       reflect.TypeFor[deviceRequest](),
+		"DeviceAddress":       reflect.TypeFor[deviceAddress](),
 		"UnregisterRequest":   reflect.TypeFor[unregisterRequest](),
 		"PreferencesRequest":  reflect.TypeFor[preferencesBody](),
 		"QuietHours":          reflect.TypeFor[quietHours](),

@@ -77,6 +77,14 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		for i := range many {
 			many[i] = fmt.Sprintf("u_%d", i)
 		}
+		direct := func(devices ...obj) obj { // a direct send to the devices
+			return obj{"devices": devices, "title": "Hello"}
+		}
+		fcmDevice := obj{"transport": "fcm", "token": e.token(oncepush.TransportFCM)}
+		manyDevices := make([]obj, 10001)
+		for i := range manyDevices {
+			manyDevices[i] = fcmDevice
+		}
 		foreignCursor := base64.RawURLEncoding.EncodeToString([]byte("x12"))
 		const bad, c400 = http.StatusBadRequest, "invalid_field"
 
@@ -114,6 +122,15 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{"recipients: an empty one", "POST", send, ok(obj{"recipients": []string{"u_1", ""}}), nil, bad, c400, "recipients[1]"},
 			{"recipients: too long", "POST", send, ok(obj{"recipients": []string{strings.Repeat("r", 201)}}), nil, bad, c400, "recipients[0]"},
 			{"recipients: 10,001", "POST", send, ok(obj{"recipients": many}), nil, bad, c400, "recipients"},
+			{"recipients and devices", "POST", send, ok(obj{"devices": []obj{fcmDevice}}), nil, bad, c400, "devices"},
+			{"devices: empty", "POST", send, direct(), nil, bad, c400, "devices"},
+			{"devices: null", "POST", send, obj{"devices": nil, "title": "Hello"}, nil, bad, c400, "devices"},
+			{"devices: 10,001", "POST", send, direct(manyDevices...), nil, bad, c400, "devices"},
+			{"devices: not a token", "POST", send, direct(fcmDevice, obj{"transport": "fcm", "token": "not a token"}), nil, bad, c400, "devices[1].token"},
+			{"devices: an http subscription", "POST", send, direct(fcmDevice, obj{"transport": "webpush", "token": httpSub}), nil, bad, c400, "devices[1].token"},
+			{"devices: unknown transport", "POST", send, direct(obj{"transport": "pigeon", "token": "abcdefghij"}), nil, bad, c400, "devices[0].transport"},
+			{"devices: no token", "POST", send, direct(obj{"transport": "fcm"}), nil, bad, "missing_field", "devices[0].token"},
+			{"devices: unknown field", "POST", send, direct(obj{"transport": "fcm", "token": "abcdefghij", "platform": "ios"}), nil, bad, "unknown_field", "devices[0].platform"},
 			{"no title and no body", "POST", send, ok(obj{"title": " ", "body": ""}), nil, bad, c400, "title"},
 			{"link: a URL", "POST", send, ok(obj{"link": "https://example.com/x"}), nil, bad, c400, "link"},
 			{"image: not http", "POST", send, ok(obj{"image": "ftp://example.com/a.png"}), nil, bad, c400, "image"},

@@ -21,7 +21,7 @@ import (
 // The api tags say what the document's schema says (see decode); the json
 // encoding of the decoded request is its identity for dedupeKey.
 type notificationRequest struct {
-	Recipients  []string       `json:"recipients" api:"required"`
+	Recipients  *[]string      `json:"recipients,omitempty"`
 	Type        string         `json:"type,omitempty"`
 	Title       string         `json:"title,omitempty"`
 	Body        string         `json:"body,omitempty"`
@@ -33,6 +33,11 @@ type notificationRequest struct {
 	ScheduledAt *string        `json:"scheduledAt,omitempty" api:"nullable"`
 	TTLSeconds  *json.Number   `json:"ttlSeconds,omitempty" api:"nullable"`
 	Ambiguity   *string        `json:"ambiguity,omitempty"`
+
+	// Devices, for a direct send, or Recipients: exactly one (addressees).
+	// Pointers, so that an empty list is present: it is refused, not taken
+	// for the other.
+	Devices *[]deviceAddress `json:"devices,omitempty"`
 }
 
 // sendAnswer is the 202 body; a replay adds duplicate: true.
@@ -49,6 +54,10 @@ var apiFieldNames = map[string]string{"lifetime": "ttlSeconds", "dedupKey": "ded
 func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) error {
 	var req notificationRequest
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	recipients, devices, err := s.addressees(&req)
+	if err != nil {
 		return err
 	}
 	key := req.DedupeKey
@@ -98,14 +107,14 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		// The request's identity is what it would write, defaults applied
 		// (Client.RequestHash): neither spelling nor an explicit default makes
 		// another request.
-		h, err := s.client.RequestHash(req.Recipients, msg, *opts)
+		h, err := s.client.RequestHash(recipients, msg, *opts)
 		if err != nil {
 			return renameField(err)
 		}
 		opts.RequestHash = h
 	}
 	// One atomic write: the message, its deliveries and the request's record.
-	res, err := s.client.Send(r.Context(), req.Recipients, msg, opts)
+	res, err := s.send(r.Context(), recipients, devices, msg, opts)
 	if errors.Is(err, oncepush.ErrDedupConflict) {
 		p := problem(http.StatusConflict, CodeIdempotencyConflict,
 			"this dedupeKey was used with a different request; use a new key for a new notification")

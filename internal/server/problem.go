@@ -49,6 +49,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeIdempotencyConflict  = "idempotency_conflict"   // 409: the key was used with a different request
 	CodeSessionRevoked       = "session_revoked"        // 409: registering under a revoked session
+	CodeTokenRegistered      = "token_registered"       // 409: a direct send names a token registered to a recipient
 	CodeUnavailable          = "unavailable"            // 503: the database cannot be reached
 	CodeInternal             = "internal"               // 500
 )
@@ -66,6 +67,7 @@ var titles = map[string]string{
 	CodeMethodNotAllowed:     "Method not allowed",
 	CodeIdempotencyConflict:  "Idempotency key reused with a different request",
 	CodeSessionRevoked:       "Session revoked",
+	CodeTokenRegistered:      "Device token registered to a recipient",
 	CodeUnavailable:          "Service unavailable",
 	CodeInternal:             "Internal error",
 }
@@ -100,6 +102,13 @@ func asProblem(err error, down func(error) bool) *Problem {
 	}
 	if errors.Is(err, oncepush.ErrSessionRevoked) {
 		return problem(http.StatusConflict, CodeSessionRevoked, "the device's session was revoked")
+	}
+	var registered *oncepush.TokenRegisteredError
+	if errors.As(err, &registered) {
+		p := problem(http.StatusConflict, CodeTokenRegistered,
+			"this device token is registered to a recipient; send to the recipient, or unregister the token first")
+		p.Field = registered.Field
+		return p
 	}
 	if errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, "no such resource")
