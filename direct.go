@@ -176,6 +176,17 @@ func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *
 // writeDirect registers each device under its implicit recipient, keeping a
 // token registered to another recipient with it, then writes the send.
 func (c *clientCore) writeDirect(ctx context.Context, ex driver.Executor, ds []directDevice, p *prepared, msg *Message, opts *SendOptions) (SendResult, error) {
+	// A retry of a recorded request answers as the first did, before any
+	// registration: a token registered to a recipient since the first send
+	// must not turn the retry into a refusal. (A first send racing this one
+	// is still caught by the write's own record.)
+	if opts != nil && opts.DedupKey != "" && opts.RequestHash != nil {
+		if _, err := ex.IdempotencyGet(ctx, opts.DedupKey); err == nil {
+			return SendResult{}, driver.ErrRequestRecorded
+		} else if !errors.Is(err, driver.ErrNotFound) {
+			return SendResult{}, fmt.Errorf("oncepush: read recorded request: %w", err)
+		}
+	}
 	for _, d := range ds {
 		_, err := c.storeDevice(ctx, ex, &driver.DeviceRegisterParams{
 			Recipient: d.recipient, Transport: string(d.transport), Token: d.token, TokenKey: d.key, KeepOtherOwner: true,

@@ -278,6 +278,17 @@ func testSendToDevices[TTx any](t *testing.T, h Harness[TTx]) {
 	b.drain()
 	wantSends(t, b.fcm, 2, "the first direct send and the recorded one")
 	b.fcm.Reset()
+	// The token registered to a recipient since: a retry still answers as
+	// the first send did, and leaves the token with its new owner.
+	if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "carol", Transport: oncepush.TransportFCM, Token: fcmTok}); err != nil {
+		t.Fatal(err)
+	}
+	if replay, err := b.client.SendToDevices(b.ctx, devices[:1], msg("recorded"), recorded); err != nil || !replay.Replayed || replay.MessageID != first.MessageID {
+		t.Fatalf("a retry after the token moved to a recipient = %+v, %v; want the first answer", replay, err)
+	}
+	if devs, err := b.client.Devices(b.ctx, "carol"); err != nil || len(devs) != 1 {
+		t.Fatalf("carol's devices after the retry: %+v, %v; want her token kept", devs, err)
+	}
 
 	// Refusals write nothing, neither registrations nor deliveries.
 	alice := b.register("alice", oncepush.TransportFCM)[0]
