@@ -59,7 +59,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		f, ok := byName[key]
 		if !ok {
-			return &strictjson.ShapeError{Path: key, Fault: strictjson.Unknown, Reason: "is not an engine setting (names are case-sensitive)"}
+			return &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Unknown, Reason: "is not an engine setting (names are case-sensitive)"}
 		}
 		v := reflect.New(f.Type)
 		if err := json.Unmarshal(raw[key], v.Interface()); err != nil {
@@ -68,7 +68,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 			if errors.As(err, &te) {
 				reason = "must be a JSON " + te.Type.String()
 			}
-			return &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: reason}
+			return &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Invalid, Reason: reason}
 		}
 		out := dst.FieldByName(f.Name)
 		out.Set(v.Elem().Convert(out.Type()))
