@@ -46,9 +46,6 @@ func (d Decision) Reason() string { return d.reason }
 // IsSkip reports whether d is DecisionSkip.
 func (d Decision) IsSkip() bool { return d.kind == decideSkip }
 
-// Is reports whether d and o are the same decision, reasons aside.
-func (d Decision) Is(o Decision) bool { return d.kind == o.kind && d.until.Equal(o.until) }
-
 // Until returns the time of a DelayUntil decision and whether d is one.
 func (d Decision) Until() (time.Time, bool) { return d.until, d.kind == decideDelay }
 
