@@ -171,9 +171,10 @@ func (t Table) Decode(b []byte) (Sections, error) {
 	}
 	out := Sections{}
 	for name, r := range raw {
+		key := strictjson.Join("", name) // as every path writes it: `[".00"]` for a name with a dot
 		row := t.lookup(oncepush.Transport(name))
 		if row == nil {
-			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Unknown, Reason: "is not a transport: the transports are " + t.list()}
+			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Unknown, Reason: "is not a transport: the transports are " + t.list()}
 		}
 		if bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
 			continue
@@ -183,17 +184,17 @@ func (t Table) Decode(b []byte) (Sections, error) {
 		// that a fault is named by its path under the section.
 		doc, err := strictjson.Parse(r)
 		if err != nil {
-			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Invalid, Reason: err.Error()}
+			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()}
 		}
 		if err := strictjson.Check(doc, reflect.TypeOf(sec)); err != nil {
 			var se *strictjson.ShapeError
 			if errors.As(err, &se) {
-				return nil, &strictjson.ShapeError{Path: strictjson.Under(name, se.Path), Fault: se.Fault, Reason: se.Reason}
+				return nil, &strictjson.ShapeError{Path: strictjson.Under(key, se.Path), Fault: se.Fault, Reason: se.Reason}
 			}
 			return nil, err
 		}
 		if err := json.Unmarshal(r, sec); err != nil {
-			return nil, &strictjson.ShapeError{Path: name, Fault: strictjson.Invalid, Reason: err.Error()}
+			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()}
 		}
 		out[row.Spec.Name] = sec
 	}
