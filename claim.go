@@ -119,45 +119,80 @@ func (c *Client[TTx]) claimRead(ctx context.Context, ex driver.Executor, res *dr
 	return in, nil
 }
 
-// askEligibility calls the eligibility rule once per message it must decide
-// on, in claim order. A rule that fails fails only its message's answer.
+// askEligibility asks the eligibility rule about the whole batch in one
+// call, inside one savepoint. If that call fails as a whole, each message is
+// asked again alone, so a message the rule cannot decide fails only itself.
 func (c *Client[TTx]) askEligibility(ctx context.Context, tx TTx, ex driver.Executor, in *claimInput) map[int64]eligibilityAnswer {
 	if c.cfg.Eligibility == nil {
 		return nil
 	}
 	asks := eligibilityAsks(in)
+	if len(asks) == 0 {
+		return nil
+	}
 	answers := make(map[int64]eligibilityAnswer, len(asks))
-	for _, a := range asks {
-		decisions, err := c.decide(ctx, tx, ex, a, in.now)
-		if err == nil {
-			err = strangers(a, decisions)
+	got, err := c.decide(ctx, tx, ex, asks, in.now)
+	if err != nil && len(asks) > 1 {
+		c.log.WarnContext(ctx, "eligibility failed for the batch; asking message by message",
+			slog.Int("messages", len(asks)), slog.Any("error", err))
+		for _, a := range asks {
+			one, err := c.decide(ctx, tx, ex, []eligibilityAsk{a}, in.now)
+			c.keepAnswer(ctx, answers, a, one, err)
 		}
-		if err != nil {
-			c.log.ErrorContext(ctx, "eligibility failed; the message's deliveries in this batch back off",
-				slog.Int64("message_id", a.msg.ID), slog.Any("error", err))
+		return answers
+	}
+	for i, a := range asks {
+		var one []Answer
+		if got != nil {
+			one = got[i : i+1]
 		}
-		answers[a.msg.ID] = eligibilityAnswer{decisions: decisions, err: err}
+		c.keepAnswer(ctx, answers, a, one, err)
 	}
 	return answers
 }
 
-// decide runs eligibility for one message's due recipients inside a savepoint
-// of the claim transaction, so a rule whose query fails cannot abort the claim.
-func (c *Client[TTx]) decide(ctx context.Context, tx TTx, ex driver.Executor, a eligibilityAsk, now time.Time) (map[string]Decision, error) {
-	msg := a.msg
-	notice := Notice{
-		MessageID: msg.ID, Type: msg.Type, Category: msg.Category, Title: msg.Title, Body: msg.Body,
-		ScheduledAt: msg.ScheduledAt, ExpiresAt: msg.ExpiresAt, Now: now,
+// keepAnswer files the rule's answer to one ask (one element or none), or the
+// error of the call that asked it, under the ask's message.
+func (c *Client[TTx]) keepAnswer(ctx context.Context, answers map[int64]eligibilityAnswer, a eligibilityAsk, got []Answer, err error) {
+	var decisions map[string]Decision
+	if err == nil && len(got) == 1 {
+		decisions, err = got[0].Decisions, got[0].Err
 	}
-	var ans map[string]Decision
+	if err == nil {
+		err = strangers(a, decisions)
+	}
+	if err != nil {
+		c.log.ErrorContext(ctx, "eligibility failed; the message's deliveries in this batch back off",
+			slog.Int64("message_id", a.msg.ID), slog.Any("error", err))
+	}
+	answers[a.msg.ID] = eligibilityAnswer{decisions: decisions, err: err}
+}
+
+// decide runs the eligibility rule for asks inside a savepoint of the claim
+// transaction, so a rule whose query fails cannot abort the claim. A rule
+// that panics, or answers a number of asks other than it was given (or nil),
+// fails the call.
+func (c *Client[TTx]) decide(ctx context.Context, tx TTx, ex driver.Executor, asks []eligibilityAsk, now time.Time) ([]Answer, error) {
+	in := make([]Ask, len(asks))
+	for i, a := range asks {
+		msg := a.msg
+		in[i] = Ask{Recipients: a.recipients, Notice: Notice{
+			MessageID: msg.ID, Type: msg.Type, Category: msg.Category, Title: msg.Title, Body: msg.Body,
+			ScheduledAt: msg.ScheduledAt, ExpiresAt: msg.ExpiresAt, Now: now,
+		}}
+	}
+	var out []Answer
 	err := ex.WithSavepoint(ctx, func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("eligibility panicked: %v", r)
 			}
 		}()
-		ans, err = c.cfg.Eligibility(context.WithValue(ctx, claimTxKey{}, tx), notice, a.recipients)
+		out, err = c.cfg.Eligibility(context.WithValue(ctx, claimTxKey{}, tx), in)
 		return err
 	})
-	return ans, err
+	if err == nil && out != nil && len(out) != len(in) {
+		return nil, fmt.Errorf("answered %d asks of %d", len(out), len(in))
+	}
+	return out, err
 }

@@ -63,16 +63,33 @@ type Notice struct {
 	Now time.Time
 }
 
-// Eligibility decides who receives a notification when its deliveries fall due
-// (not when they are queued, so an opt-out before the send is honoured). It is
-// called once per message per claimed batch with every due recipient of that
-// message, inside the claim transaction (ClaimTx returns it): read with one
-// query, call nothing slow.
+// Ask is one notification of a claimed batch that eligibility decides on,
+// with its due recipients, each once.
+type Ask struct {
+	Notice     Notice
+	Recipients []string
+}
+
+// Answer is eligibility's answer to one Ask. Recipients absent from
+// Decisions are sent to. Err fails the ask's message's deliveries in the
+// batch: they back off as a retry, with the error recorded.
+type Answer struct {
+	Decisions map[string]Decision
+	Err       error
+}
+
+// Eligibility decides who receives what when deliveries fall due (not when
+// they are queued, so an opt-out before the send is honoured). It is called
+// once per claimed batch with every message of the batch that is still live,
+// each with its due recipients, inside the claim transaction (ClaimTx returns
+// it): read what the whole batch needs with one query, call nothing slow.
 //
-// Recipients absent from the answer are sent to. An answer about a recipient not
-// asked about, or an error, fails this message's deliveries in the batch: they
-// back off as a retry with the error recorded; other messages go on.
-type Eligibility func(ctx context.Context, notice Notice, recipients []string) (map[string]Decision, error)
+// The answer holds one Answer per ask, in the same order; nil sends to
+// everyone. An answer about a recipient not asked about fails only that
+// message's deliveries. A rule that fails as a whole — an error, a panic, a
+// different number of answers — is asked again once per message, each alone
+// in its own savepoint, so one message the rule cannot decide holds up no other.
+type Eligibility func(ctx context.Context, asks []Ask) ([]Answer, error)
 
 type claimTxKey struct{}
 

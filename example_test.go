@@ -18,33 +18,41 @@ func ExampleNotificationID() {
 	// Output: 32 true
 }
 
-// An eligibility rule reads the application's own settings (here a map; in an
-// application, one query through oncepush.ClaimTx) and answers only about the
-// recipients it was asked about.
+// An eligibility rule reads the application's own settings for the whole
+// batch (here two maps; in an application, one query through oncepush.ClaimTx
+// for every recipient of every ask) and answers each ask only about the
+// recipients it names.
 func ExampleEligibility() {
 	quietUntil := map[string]time.Time{"u_night_owl": time.Date(2026, 1, 5, 7, 0, 0, 0, time.UTC)}
 	optedOut := map[string]bool{"u_no_news": true}
 
-	var rule oncepush.Eligibility = func(_ context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
-		out := map[string]oncepush.Decision{}
-		for _, r := range recipients {
-			switch {
-			case n.Category == "news" && optedOut[r]:
-				out[r] = oncepush.DecisionSkip
-			case n.Now.Before(quietUntil[r]):
-				out[r] = oncepush.DelayUntil(quietUntil[r])
+	var rule oncepush.Eligibility = func(_ context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
+		out := make([]oncepush.Answer, len(asks))
+		for i, a := range asks {
+			out[i].Decisions = map[string]oncepush.Decision{}
+			for _, r := range a.Recipients {
+				switch {
+				case a.Notice.Category == "news" && optedOut[r]:
+					out[i].Decisions[r] = oncepush.DecisionSkip.Because("opted out of category news")
+				case a.Notice.Now.Before(quietUntil[r]):
+					out[i].Decisions[r] = oncepush.DelayUntil(quietUntil[r]).Because("quiet hours")
+				}
 			}
 		}
 		return out, nil
 	}
 
 	now := time.Date(2026, 1, 5, 2, 0, 0, 0, time.UTC)
-	ans, _ := rule(context.Background(), oncepush.Notice{Category: "news", Now: now}, []string{"u_no_news", "u_night_owl", "u_awake"})
-	until, delayed := ans["u_night_owl"].Until()
-	fmt.Println(ans["u_no_news"].IsSkip(), delayed, until.Format(time.Kitchen))
-	_, present := ans["u_awake"]
-	fmt.Println("u_awake decided:", present)
+	ans, _ := rule(context.Background(), []oncepush.Ask{
+		{Notice: oncepush.Notice{Category: "news", Now: now}, Recipients: []string{"u_no_news", "u_night_owl", "u_awake"}},
+		{Notice: oncepush.Notice{Category: "billing", Now: now}, Recipients: []string{"u_no_news"}},
+	})
+	news, billing := ans[0].Decisions, ans[1].Decisions
+	until, delayed := news["u_night_owl"].Until()
+	fmt.Println(news["u_no_news"].IsSkip(), delayed, until.Format(time.Kitchen))
+	_, decided := news["u_awake"]
+	fmt.Println("u_awake decided:", decided, "| billing to u_no_news decided:", len(billing) > 0)
 	// Output:
 	// true true 7:00AM
-	// u_awake decided: false
+	// u_awake decided: false | billing to u_no_news decided: false
 }

@@ -83,6 +83,11 @@ func (e *countingExec) DeviceDeleteMany(ctx context.Context, keys []driver.Devic
 	return e.Executor.DeviceDeleteMany(ctx, keys)
 }
 
+func (e *countingExec) WithSavepoint(ctx context.Context, fn func() error) error {
+	e.n.Add(2) // SAVEPOINT, RELEASE (or ROLLBACK TO)
+	return e.Executor.WithSavepoint(ctx, fn)
+}
+
 func (e *countingExec) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
 	e.n.Add(1)
 	return e.Executor.DeliveryLeaseGetMany(ctx, ids)
@@ -121,5 +126,50 @@ func testBatchCostIsFixed[TTx any](t *testing.T, h Harness[TTx]) {
 	t.Logf("statements per batch: %d at 10 deliveries, %d at 200", small, large)
 	if large != small || large > 11 {
 		t.Fatalf("a batch costs %d statements at 10 deliveries and %d at 200; want the same handful (≤ 11)", small, large)
+	}
+}
+
+// testEligibilityCostIsFixed: with an eligibility rule, a claim costs the
+// same statements however many messages its batch holds — the rule is asked
+// once per batch, in one savepoint, and reads for all of it with one query —
+// not a savepoint, a query and a release per message. 10 and 100
+// single-recipient messages, one batch each.
+func testEligibilityCostIsFixed[TTx any](t *testing.T, h Harness[TTx]) {
+	cost := func(n int) (statements int64, calls int) {
+		b := setup(t, h, nil)
+		counted := &countingDriver[TTx]{Driver: b.db.Driver(t, 0)}
+		var asked []int
+		client := b.newClient(counted, func(c *oncepush.Config) {
+			c.Providers = []oncepush.Provider{b.fcm}
+			c.BatchSize = n
+			c.Eligibility = func(ctx context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
+				asked = append(asked, len(asks))
+				tx, _ := oncepush.ClaimTx[TTx](ctx)
+				counted.n.Add(1)
+				return nil, b.db.Exec(ctx, tx, "SELECT count(*) FROM oncepush_device")
+			}
+		})
+		for i := range n {
+			name := fmt.Sprintf("r%03d", i)
+			b.register(name, oncepush.TransportFCM)
+			b.send([]string{name}, msg(name), nil)
+		}
+		st, err := client.RunOnce(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Batches != 1 || st.Submitted != n {
+			t.Fatalf("stats %+v, want one batch of %d submissions", st, n)
+		}
+		if len(asked) != 1 || asked[0] != n {
+			t.Fatalf("eligibility asked %v (asks per call); want one call about all %d messages", asked, n)
+		}
+		return counted.n.Load() - 3, len(asked)
+	}
+	small, _ := cost(10)
+	large, _ := cost(100)
+	t.Logf("statements per batch with eligibility: %d at 10 messages, %d at 100", small, large)
+	if large != small || large > 14 {
+		t.Fatalf("a batch with eligibility costs %d statements at 10 messages and %d at 100; want the same handful (≤ 14)", small, large)
 	}
 }

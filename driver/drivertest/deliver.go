@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -450,6 +451,24 @@ func testNoDevicesNoProvider[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 }
 
+// perMessage makes a batch rule of a rule written per message, as most of
+// these tests' rules are: asked about a batch, it asks rule about each
+// message in turn, and fails the whole call on the first error, as a rule
+// whose one query failed would (the engine then asks message by message).
+func perMessage(rule func(context.Context, oncepush.Notice, []string) (map[string]oncepush.Decision, error)) oncepush.Eligibility {
+	return func(ctx context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
+		out := make([]oncepush.Answer, len(asks))
+		for i, a := range asks {
+			d, err := rule(ctx, a.Notice, a.Recipients)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Decisions = d
+		}
+		return out, nil
+	}
+}
+
 func testEligibility[TTx any](t *testing.T, h Harness[TTx]) {
 	var mu sync.Mutex
 	var calls [][]string
@@ -471,7 +490,7 @@ func testEligibility[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return out, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = perMessage(elig) })
 	for _, r := range []string{"send", "skip", "quiet", "late"} {
 		b.register(r, oncepush.TransportFCM)
 	}
@@ -508,7 +527,7 @@ func testEligibilityStranger[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "r1", "r2")
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = perMessage(elig) }, "r1", "r2")
 	d := b.badThenGood()
 	if d.Attempts != 1 || !strings.Contains(d.LastError, `eligibility: answered about recipient "stranger", who was not asked about`) {
 		t.Fatalf("bad message's delivery: attempts %d, error %q", d.Attempts, d.LastError)
@@ -517,6 +536,46 @@ func testEligibilityStranger[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("bad message's delivery retries without backoff: %s", d.NextAttemptAt)
 	}
 	wantSends(t, b.fcm, 1, "only the good message")
+}
+
+// testEligibilityAnswerErr: an Answer's Err fails only its own message, in
+// the one call the batch makes (no asking again); a rule that answers a
+// number of asks other than it was given is asked again message by message,
+// and every message it then decides goes out.
+func testEligibilityAnswerErr[TTx any](t *testing.T, h Harness[TTx]) {
+	var calls []int
+	elig := func(_ context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
+		calls = append(calls, len(asks))
+		out := make([]oncepush.Answer, len(asks))
+		for i, a := range asks {
+			if a.Notice.Type == "bad" {
+				out[i].Err = errors.New("no such category")
+			}
+		}
+		return out, nil
+	}
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "r1", "r2")
+	d := b.badThenGood()
+	if d.Attempts != 1 || !strings.Contains(d.LastError, "eligibility: no such category") {
+		t.Fatalf("bad message's delivery: attempts %d, error %q", d.Attempts, d.LastError)
+	}
+	if len(calls) != 1 || calls[0] != 2 {
+		t.Fatalf("rule calls %v (asks per call); want one call about both messages", calls)
+	}
+
+	calls = nil
+	short := func(_ context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
+		calls = append(calls, len(asks))
+		return make([]oncepush.Answer, 1), nil // right only when asked alone
+	}
+	b = setup(t, h, func(c *oncepush.Config) { c.Eligibility = short }, "r1", "r2", "r3")
+	b.send([]string{"r1", "r2", "r3"}, msg("x"), nil)
+	b.send([]string{"r1"}, msg("y"), nil)
+	b.drain()
+	wantSends(t, b.fcm, 4, "every delivery, once the rule was asked per message")
+	if !slices.Equal(calls, []int{2, 1, 1}) {
+		t.Fatalf("rule calls %v (asks per call); want the batch, then each message alone", calls)
+	}
 }
 
 // badThenGood sends a message of type "bad" to r1, then one of type "good"
@@ -548,7 +607,7 @@ func testEligibilityFailingQuery[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, db.Exec(ctx, tx, "SELECT count(*) FROM oncepush_device")
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "r1", "r2")
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = perMessage(elig) }, "r1", "r2")
 	db = b.db
 	d := b.badThenGood()
 	if d.Attempts != 1 || !strings.Contains(d.LastError, "eligibility:") {

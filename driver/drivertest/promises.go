@@ -33,7 +33,7 @@ func testEligibilityHostileText[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return nil, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig }, "bad", "panic", "good")
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = perMessage(elig) }, "bad", "panic", "good")
 	// Oldest first: the hostile messages are claimed before the good one.
 	b.send([]string{"bad"}, oncepush.Message{Type: "bad", Title: "bad"}, nil)
 	b.send([]string{"panic"}, oncepush.Message{Type: "panic", Title: "panic"}, nil)
@@ -77,7 +77,7 @@ func testAcceptedEndsSent[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		return out, nil
 	}
-	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = elig })
+	b := setup(t, h, func(c *oncepush.Config) { c.Eligibility = perMessage(elig) })
 	names := []string{"expire", "skip", "late"}
 	for _, r := range names {
 		b.register(r, oncepush.TransportFCM, oncepush.TransportAPNs)

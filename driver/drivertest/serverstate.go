@@ -237,7 +237,7 @@ func testPreferencesOnClaimTx[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	client := b.newClient(one, func(c *oncepush.Config) {
 		c.Providers = []oncepush.Provider{b.fcm}
-		c.Eligibility = elig
+		c.Eligibility = perMessage(elig)
 	})
 	b.register("in", oncepush.TransportFCM)
 	b.register("out", oncepush.TransportFCM)

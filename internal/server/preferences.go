@@ -172,33 +172,58 @@ func PreferenceDeleter[TTx any](store serverstore.Store[TTx]) oncepush.Recipient
 	}
 }
 
-// PreferenceEligibility is the server's eligibility rule: it reads the due
-// recipients' preferences with one query on the claim transaction, through the
-// server's store (never a second connection: a pool of one still works). A recipient
-// who opted out of the message's category is skipped; one inside quiet hours —
-// in their own time zone, at the claim's now — is delayed to the window's end.
+// PreferenceEligibility is the server's eligibility rule: it reads the
+// preferences of every due recipient of the batch with one query on the claim
+// transaction, through the server's store (never a second connection: a pool
+// of one still works). A recipient who opted out of a message's category is
+// skipped; one inside quiet hours — in their own time zone, at the claim's
+// now — is delayed to the window's end.
 func PreferenceEligibility[TTx any](store serverstore.Store[TTx]) oncepush.Eligibility {
-	return func(ctx context.Context, n oncepush.Notice, recipients []string) (map[string]oncepush.Decision, error) {
+	return func(ctx context.Context, asks []oncepush.Ask) ([]oncepush.Answer, error) {
 		ex := store.Exec()
 		if tx, ok := oncepush.ClaimTx[TTx](ctx); ok {
 			ex = store.UnwrapExecutor(tx)
 		}
-		prefs, err := ex.PreferenceGetMany(ctx, recipients)
+		var recipients []string
+		for _, a := range asks {
+			recipients = append(recipients, a.Recipients...)
+		}
+		slices.Sort(recipients)
+		prefs, err := ex.PreferenceGetMany(ctx, slices.Compact(recipients))
 		if err != nil {
 			return nil, fmt.Errorf("read preferences: %w", err)
 		}
-		out := make(map[string]oncepush.Decision, len(prefs))
+		byRecipient := make(map[string]*serverstore.Preference, len(prefs))
 		for _, p := range prefs {
-			if n.Category != "" && slices.Contains(p.OptOut, n.Category) {
-				out[p.Recipient] = oncepush.DecisionSkip.Because("opted out of category " + n.Category)
-				continue
-			}
-			if end, quiet := quietUntil(p, n.Now); quiet {
-				out[p.Recipient] = oncepush.DelayUntil(end).Because("quiet hours until " + end.Format("15:04") + " " + p.TimeZone)
-			}
+			byRecipient[p.Recipient] = p
+		}
+		out := make([]oncepush.Answer, len(asks))
+		for i, a := range asks {
+			out[i].Decisions = decidePreferences(a, byRecipient)
 		}
 		return out, nil
 	}
+}
+
+// decidePreferences decides one message's due recipients by their stored
+// preferences; recipients without any are sent to.
+func decidePreferences(a oncepush.Ask, prefs map[string]*serverstore.Preference) map[string]oncepush.Decision {
+	n := a.Notice
+	out := map[string]oncepush.Decision{}
+	for _, r := range a.Recipients {
+		p := prefs[r]
+		if p == nil {
+			continue
+		}
+		if n.Category != "" && slices.Contains(p.OptOut, n.Category) {
+			out[r] = oncepush.DecisionSkip.Because("opted out of category " + n.Category)
+			continue
+		}
+		if end, quiet := quietUntil(p, n.Now); quiet {
+			out[r] = oncepush.DelayUntil(end).Because("quiet hours until " + end.Format("15:04") + " " + p.TimeZone)
+		}
+	}
+	return out
 }
 
 // quietUntil reports whether now falls in p's quiet hours, and when they end.
