@@ -16,6 +16,7 @@ const (
 	BatchSizeDefault              = 100
 	WorkersDefault                = 2
 	ConcurrentSendsDefault        = 256
+	PipelineDepthDefault          = 4
 	RunBudgetDefault              = 10 * time.Second
 	SendTimeoutDefault            = 15 * time.Second
 	MaxAttemptsDefault            = 6
@@ -69,8 +70,14 @@ type Config struct {
 	// Workers is how many runs one client drives at once. Default 2: one claims
 	// and records while another's sends are in flight.
 	Workers int `json:"workers,omitempty"`
-	// ConcurrentSends bounds in-flight sends per transport. Default 256.
+	// ConcurrentSends bounds in-flight sends per transport of one batch, and
+	// is the number of unfinished sends below which a run claims its next
+	// batch while earlier ones are still sending. Default 256.
 	ConcurrentSends int `json:"concurrentSends,omitempty"`
+	// PipelineDepth is how many batches one run has sending or recording at
+	// once: it claims the next while earlier ones are in flight. 1 claims
+	// only once the previous batch is recorded. Default 4, at most 64.
+	PipelineDepth int `json:"pipelineDepth,omitempty"`
 	// RunBudget bounds a run: no send starts after it, and the run ends. Default 10 s.
 	RunBudget time.Duration `json:"runBudget,omitempty"`
 	// SendTimeout bounds one provider call. Default 15 s.
@@ -129,6 +136,7 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.ConcurrentSends = cmp.Or(c.ConcurrentSends, ConcurrentSendsDefault)
+	c.PipelineDepth = cmp.Or(c.PipelineDepth, PipelineDepthDefault)
 	c.RunBudget = cmp.Or(c.RunBudget, RunBudgetDefault)
 	c.SendTimeout = cmp.Or(c.SendTimeout, SendTimeoutDefault)
 	c.Lease = cmp.Or(c.Lease, c.RunBudget+2*c.SendTimeout+time.Minute)
@@ -157,7 +165,8 @@ func (cfg *Config) withDefaults() (*Config, error) {
 		v    int64
 	}{
 		{"BatchSize", int64(c.BatchSize)}, {"Workers", int64(c.Workers)},
-		{"ConcurrentSends", int64(c.ConcurrentSends)}, {"RunBudget", int64(c.RunBudget)},
+		{"ConcurrentSends", int64(c.ConcurrentSends)}, {"PipelineDepth", int64(c.PipelineDepth)},
+		{"RunBudget", int64(c.RunBudget)},
 		{"SendTimeout", int64(c.SendTimeout)}, {"Lease", int64(c.Lease)},
 		{"MaxAttempts", int64(c.MaxAttempts)}, {"BackoffMin", int64(c.BackoffMin)},
 		{"BackoffMax", int64(c.BackoffMax)}, {"MessageLifetime", int64(c.MessageLifetime)},
@@ -172,6 +181,8 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	switch {
 	case c.BatchSize > 10000:
 		return nil, fmt.Errorf("oncepush: Config.BatchSize %d is above 10000", c.BatchSize)
+	case c.PipelineDepth > 64:
+		return nil, fmt.Errorf("oncepush: Config.PipelineDepth %d is above 64", c.PipelineDepth)
 	case c.Lease <= c.RunBudget+c.SendTimeout:
 		return nil, fmt.Errorf("oncepush: Config.Lease (%s) must exceed RunBudget + SendTimeout (%s), or a healthy run could lose its lease", c.Lease, c.RunBudget+c.SendTimeout)
 	case c.BackoffMax < c.BackoffMin:

@@ -1,9 +1,11 @@
 package oncepush
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"sync"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -56,6 +58,7 @@ type batch struct {
 	pairs       []*pair
 	canceled    map[int64]bool    // deliveries the record found canceled under the lease
 	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
+	window      *window           // the run's sends in flight, shared by its batches
 }
 
 // pairKey identifies a (delivery, device) pair within its delivery: the
@@ -106,49 +109,172 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 	return stats, err
 }
 
+// runBatches claims batches until the budget is spent or nothing is due,
+// pipelined (D65): each batch sends and records on a goroutine of its own,
+// and the next claim is made as soon as the run has fewer than
+// ConcurrentSends unfinished pairs and fewer than PipelineDepth batches. It
+// returns once every batch it started has recorded.
 func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, tally runTally) (RunStats, error) {
-	var stats RunStats
 	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
+	p := &pipeline{changed: make(chan struct{}, 1), tally: tally}
+	win := newWindow(c.cfg.ConcurrentSends)
+	var claimErr error
 	for claimCtx.Err() == nil {
+		if !p.waitForRoom(claimCtx, c.cfg.ConcurrentSends, c.cfg.PipelineDepth) {
+			break // a batch released pairs or failed to record
+		}
 		if !c.clockNow().Before(deadline) {
-			stats.BudgetSpent = true
-			return stats, nil
+			p.budgetSpent()
+			break
 		}
 		b, err := c.claim(claimCtx)
 		if err != nil {
-			return stats, err
+			claimErr = err
+			break
 		}
 		if b.claimed == 0 {
-			return stats, nil
+			break
 		}
-		b.hooks = hooks
+		b.hooks, b.window = hooks, win
 		failpoint.Hit(failpoint.ClaimCommitted)
 		hooks.ClaimCommitted(b.claimed, len(b.pairs))
-		stats.Batches++
-		stats.Claimed += b.claimed
+		p.claimed(b)
 		if len(b.pairs) > 0 {
-			c.sendBatch(claimCtx, sendCtx, b, deadline)
-			for _, p := range b.pairs {
-				if p.started && !p.late {
-					stats.Submitted++
-				} else {
-					stats.Released++
-				}
-			}
-			if err := c.record(sendCtx, b, tally); err != nil {
-				return stats, err
-			}
-		}
-		if !c.clockNow().Before(deadline) || stats.Released > 0 {
-			stats.BudgetSpent = true
-			return stats, nil
+			p.wg.Go(func() { p.finished(c.sendAndRecord(claimCtx, sendCtx, b, deadline, p.sent)) })
 		}
 		if b.claimed < c.cfg.BatchSize {
-			return stats, nil
+			break
 		}
 	}
-	return stats, nil
+	p.wg.Wait()
+	stats := p.stats
+	if stats.Batches > 0 && (stats.Released > 0 || !c.clockNow().Before(deadline)) {
+		stats.BudgetSpent = true
+	}
+	return stats, cmp.Or(claimErr, p.err)
+}
+
+// sendAndRecord sends a batch's pairs and records their outcomes; sent is
+// told of pairs as their sends end, and of those that will not start once
+// the sends are over.
+func (c *Client[TTx]) sendAndRecord(claimCtx, sendCtx context.Context, b *batch, deadline time.Time, sent func(int)) batchResult {
+	launched := c.sendBatch(claimCtx, sendCtx, b, deadline, sent)
+	sent(len(b.pairs) - launched) // never started: no longer open
+	var r batchResult
+	for _, p := range b.pairs {
+		if p.started && !p.late {
+			r.submitted++
+		} else {
+			r.released++
+		}
+	}
+	r.tally = runTally{}
+	r.err = c.record(sendCtx, b, r.tally)
+	return r
+}
+
+// batchResult is what one batch of a run did.
+type batchResult struct {
+	submitted, released int
+	tally               runTally
+	err                 error
+}
+
+// pipeline is a run's state across its batches in flight.
+type pipeline struct {
+	wg      sync.WaitGroup
+	changed chan struct{} // a pair finished or a batch ended; capacity 1
+
+	mu       sync.Mutex
+	open     int // claimed pairs whose send has not ended, of batches not yet recorded
+	inFlight int // batches sending or recording
+	stats    RunStats
+	tally    runTally
+	err      error // the first record that failed
+}
+
+func (p *pipeline) signal() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitForRoom waits until the run may claim again: fewer than maxOpen
+// unfinished pairs and fewer than maxBatches batches in flight. It reports
+// false when the run must claim no more — a batch released pairs (a stop, a
+// throttle, a lost lease: a new run takes over) or failed to record — or the
+// run was stopped.
+func (p *pipeline) waitForRoom(ctx context.Context, maxOpen, maxBatches int) bool {
+	for {
+		p.mu.Lock()
+		stop := p.err != nil || p.stats.Released > 0
+		room := p.inFlight == 0 || (p.open < maxOpen && p.inFlight < maxBatches)
+		p.mu.Unlock()
+		switch {
+		case stop:
+			return false
+		case room:
+			return true
+		}
+		select {
+		case <-p.changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (p *pipeline) budgetSpent() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.BudgetSpent = true
+}
+
+// claimed counts a batch the run leased.
+func (p *pipeline) claimed(b *batch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Batches++
+	p.stats.Claimed += b.claimed
+	if len(b.pairs) > 0 {
+		p.open += len(b.pairs)
+		p.inFlight++
+	}
+}
+
+// sent counts n pairs that are no longer open: their sends ended, or will
+// never start.
+func (p *pipeline) sent(n int) {
+	if n == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.open -= n
+	p.mu.Unlock()
+	p.signal()
+}
+
+// finished counts a batch that has recorded (or given up recording).
+func (p *pipeline) finished(r batchResult) {
+	p.mu.Lock()
+	p.inFlight--
+	p.stats.Submitted += r.submitted
+	p.stats.Released += r.released
+	for t, outcomes := range r.tally {
+		if p.tally[t] == nil {
+			p.tally[t] = map[Outcome]int{}
+		}
+		for o, n := range outcomes {
+			p.tally[t][o] += n
+		}
+	}
+	if r.err != nil && p.err == nil {
+		p.err = r.err
+	}
+	p.mu.Unlock()
+	p.signal()
 }
 
 // clockNow is the engine's clock for budgets and lease bounds: the injected

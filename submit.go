@@ -21,16 +21,21 @@ const markTimeout = 30 * time.Second
 //
 // No send starts once the run's budget is spent, the lease could have
 // expired, a stop arrived, or the transport is throttled; those pairs are left
-// for the record to release.
-func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, deadline time.Time) {
+// for the record to release. sent is told of each send as it ends; sendBatch
+// returns once all have, with the number it started.
+func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, deadline time.Time, sent func(int)) (launched int) {
 	startBy, sendEnd := sendBounds(b.claimedAt, deadline, c.cfg.Lease, c.minLeaseLeft(), c.leaseReserve())
-	w := newWaves(b.pairs, c.cfg.ConcurrentSends)
+	w := newWaves(b.pairs, b.window)
 	done := make(chan *pair, len(b.pairs))
 	for w.pending() && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
+		freed := b.window.changed()
 		if !w.ready() {
+			// Wait for a send to end: this batch's, or another's of the run.
 			select {
 			case p := <-done:
 				w.finished(p)
+				sent(1)
+			case <-freed:
 			case <-claimCtx.Done():
 			}
 			continue
@@ -43,17 +48,23 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 		if err != nil {
 			c.log.ErrorContext(sendCtx, "marking pairs sending failed; the rest of the batch is released",
 				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(wave)), slog.Any("error", err))
+			for _, p := range wave {
+				w.skipped(p)
+			}
 			break
 		}
 		for _, p := range wave {
 			if !owned[p.d.row.ID] {
+				w.skipped(p)
 				continue // the lease is lost or nearly spent: not ours to send
 			}
 			p.marked = true
 			if claimCtx.Err() != nil {
+				w.skipped(p)
 				continue // stopped after the mark: the record gives it back
 			}
 			w.started(p)
+			launched++
 			go func() {
 				c.submit(sendCtx, b, p, startBy, sendEnd)
 				done <- p
@@ -62,7 +73,9 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 	}
 	for w.inFlight() > 0 {
 		w.finished(<-done)
+		sent(1)
 	}
+	return launched
 }
 
 // markSending marks a wave's pairs sending in one statement and returns the

@@ -2,6 +2,7 @@ package oncepush
 
 import (
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -22,23 +23,71 @@ func sendBounds(claimedAt, deadline time.Time, lease, minLeaseLeft, reserve time
 	return startBy, claimedAt.Add(lease - reserve)
 }
 
-// waves plans a batch's sends: one queue per transport, in claim order, and
-// at most window sends in flight per transport. A wave takes, from every
-// transport, as many queued pairs as its window has free; once a wave is out,
-// the next waits until some transport has half a window free, or room for all
-// it has left, so a batch costs a handful of mark statements rather than one
-// per pair.
-type waves struct {
-	window, refill int
-	transports     []Transport // in order of first appearance
-	queues         map[Transport][]*pair
-	inflight       map[Transport]int
-	queued         int // pairs in the queues
-	running        int // sends in flight, all transports
+// window is a run's sends in flight per transport, shared by the batches it
+// has in flight, so that ConcurrentSends bounds all of them together. A slot
+// is taken when a pair enters a wave and given back when its send ends or it
+// is not started after all. Safe for concurrent use.
+type window struct {
+	size  int
+	mu    sync.Mutex
+	used  map[Transport]int
+	freed chan struct{} // closed, and replaced, whenever slots are given back
 }
 
-func newWaves(pairs []*pair, window int) *waves {
-	w := &waves{window: window, refill: (window + 1) / 2, queues: map[Transport][]*pair{}, inflight: map[Transport]int{}, queued: len(pairs)}
+func newWindow(size int) *window {
+	return &window{size: size, used: map[Transport]int{}, freed: make(chan struct{})}
+}
+
+// room is the number of free slots of transport t.
+func (w *window) room(t Transport) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.size - w.used[t]
+}
+
+// take takes up to n free slots of transport t and returns how many it took.
+func (w *window) take(t Transport, n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min(n, w.size-w.used[t])
+	w.used[t] += n
+	return n
+}
+
+// give gives back one slot of transport t.
+func (w *window) give(t Transport) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.used[t]--
+	close(w.freed)
+	w.freed = make(chan struct{})
+}
+
+// changed returns a channel closed at the next give: take it before looking
+// at the room, and a slot given back in between is not missed.
+func (w *window) changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.freed
+}
+
+// waves plans a batch's sends: one queue per transport, in claim order, and
+// at most the run's window in flight per transport, counting the sends of the
+// run's other batches. A wave takes, from every transport, as many queued
+// pairs as the window has free; once a wave is out, the next waits until some
+// transport has half a window free, or room for all it has left, so a batch
+// costs a handful of mark statements rather than one per pair.
+type waves struct {
+	win        *window
+	refill     int
+	transports []Transport // in order of first appearance
+	queues     map[Transport][]*pair
+	queued     int // pairs in the queues
+	running    int // this batch's sends in flight, all transports
+}
+
+func newWaves(pairs []*pair, win *window) *waves {
+	w := &waves{win: win, refill: (win.size + 1) / 2, queues: map[Transport][]*pair{}, queued: len(pairs)}
 	for _, p := range pairs {
 		t := p.dev.Transport
 		if _, ok := w.queues[t]; !ok {
@@ -52,18 +101,15 @@ func newWaves(pairs []*pair, window int) *waves {
 // pending reports whether pairs are still queued.
 func (w *waves) pending() bool { return w.queued > 0 }
 
-// inFlight is the number of sends started and not yet finished.
+// inFlight is the number of this batch's sends started and not yet finished.
 func (w *waves) inFlight() int { return w.running }
 
-// ready reports whether a wave is worth marking now: nothing is in flight,
-// or some transport can take half a window, or all it has left.
+// ready reports whether a wave is worth marking now: some transport with
+// pairs queued can take half a window, or all it has left.
 func (w *waves) ready() bool {
-	if w.running == 0 {
-		return true
-	}
 	for _, t := range w.transports {
-		n, free := len(w.queues[t]), w.window-w.inflight[t]
-		if n > 0 && free > 0 && (free >= w.refill || free >= n) {
+		n := len(w.queues[t])
+		if free := w.win.room(t); n > 0 && free > 0 && (free >= w.refill || free >= n) {
 			return true
 		}
 	}
@@ -71,9 +117,9 @@ func (w *waves) ready() bool {
 }
 
 // next takes the next wave from the queues: from each transport as many
-// pairs as its window has free. A transport that throttled reports held for
-// a positive wait gives up its whole queue: those pairs are not sent this
-// run, and carry the wait as their releaseWait.
+// pairs as the window has free, taking their slots. A transport that
+// throttled reports held for a positive wait gives up its whole queue: those
+// pairs are not sent this run, and carry the wait as their releaseWait.
 func (w *waves) next(throttled func(Transport) time.Duration) []*pair {
 	var wave []*pair
 	for _, t := range w.transports {
@@ -89,7 +135,7 @@ func (w *waves) next(throttled func(Transport) time.Duration) []*pair {
 			w.queues[t] = nil
 			continue
 		}
-		n := min(len(q), w.window-w.inflight[t])
+		n := w.win.take(t, len(q))
 		wave = append(wave, q[:n]...)
 		w.queues[t] = q[n:]
 		w.queued -= n
@@ -98,15 +144,15 @@ func (w *waves) next(throttled func(Transport) time.Duration) []*pair {
 }
 
 // started counts a send of the wave that was started.
-func (w *waves) started(p *pair) {
-	w.inflight[p.dev.Transport]++
-	w.running++
-}
+func (w *waves) started(*pair) { w.running++ }
 
-// finished counts a started send that has ended.
+// skipped gives back the slot of a pair of the wave that will not be started.
+func (w *waves) skipped(p *pair) { w.win.give(p.dev.Transport) }
+
+// finished counts a started send that has ended, and gives back its slot.
 func (w *waves) finished(p *pair) {
-	w.inflight[p.dev.Transport]--
 	w.running--
+	w.win.give(p.dev.Transport)
 }
 
 // normalizeResult makes a provider's answer one the ledger can record: an

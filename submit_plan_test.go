@@ -51,7 +51,7 @@ func TestWaves(t *testing.T) {
 	t.Parallel()
 	t.Run("a batch that fits the window is one wave", func(t *testing.T) {
 		t.Parallel()
-		w := newWaves(wavePairs(TransportFCM, 3, TransportAPNs, 2), 4)
+		w := newWaves(wavePairs(TransportFCM, 3, TransportAPNs, 2), newWindow(4))
 		if !w.ready() {
 			t.Fatal("nothing in flight, and not ready")
 		}
@@ -64,7 +64,7 @@ func TestWaves(t *testing.T) {
 	})
 	t.Run("the window is per transport; a refill waits for half a window", func(t *testing.T) {
 		t.Parallel()
-		w := newWaves(wavePairs(TransportFCM, 6, TransportAPNs, 1), 4)
+		w := newWaves(wavePairs(TransportFCM, 6, TransportAPNs, 1), newWindow(4))
 		wave := w.next(noThrottle)
 		if got := waveString(wave); got != "fcm1 fcm2 fcm3 fcm4 apns7" {
 			t.Fatalf("first wave %q, want 4 FCM (its window) and the APNs pair", got)
@@ -96,7 +96,7 @@ func TestWaves(t *testing.T) {
 	})
 	t.Run("a refill goes as soon as what is left fits", func(t *testing.T) {
 		t.Parallel()
-		w := newWaves(wavePairs(TransportFCM, 9), 8)
+		w := newWaves(wavePairs(TransportFCM, 9), newWindow(8))
 		wave := w.next(noThrottle)
 		for _, p := range wave {
 			w.started(p)
@@ -112,7 +112,7 @@ func TestWaves(t *testing.T) {
 	t.Run("a throttled transport's pairs are held, the others go", func(t *testing.T) {
 		t.Parallel()
 		pairs := wavePairs(TransportFCM, 3, TransportAPNs, 1)
-		w := newWaves(pairs, 2)
+		w := newWaves(pairs, newWindow(2))
 		throttled := func(t Transport) time.Duration {
 			if t == TransportFCM {
 				return time.Minute
@@ -134,9 +134,43 @@ func TestWaves(t *testing.T) {
 			t.Error("an unthrottled pair carries a release wait")
 		}
 	})
+	t.Run("a run's batches share one window", func(t *testing.T) {
+		t.Parallel()
+		win := newWindow(4)
+		a, b := newWaves(wavePairs(TransportFCM, 4), win), newWaves(wavePairs(TransportFCM, 3, TransportAPNs, 1), win)
+		first := a.next(noThrottle)
+		for _, p := range first {
+			a.started(p)
+		}
+		if got := waveString(b.next(noThrottle)); got != "apns4" {
+			t.Fatalf("second batch's wave %q with the first's 4 FCM sends in flight; want only APNs", got)
+		}
+		if b.ready() {
+			t.Fatal("second batch ready while the window's FCM slots are all the first's")
+		}
+		freed := win.changed()
+		a.finished(first[0])
+		select {
+		case <-freed:
+		default:
+			t.Fatal("a slot given back did not signal the batches waiting for one")
+		}
+		if b.ready() {
+			t.Fatal("ready with one FCM slot free: less than half a window, fewer than the 3 left")
+		}
+		a.finished(first[1])
+		if got := waveString(b.next(noThrottle)); got != "fcm1 fcm2" {
+			t.Fatalf("wave %q once two slots are free; want two FCM pairs", got)
+		}
+		p := wavePairs(TransportFCM, 1)[0]
+		b.skipped(p) // a pair of the wave not started gives its slot back
+		if got := win.room(TransportFCM); got != 1 {
+			t.Fatalf("FCM room %d after a skipped pair; want 1", got)
+		}
+	})
 	t.Run("every transport throttled: an empty wave and nothing left", func(t *testing.T) {
 		t.Parallel()
-		w := newWaves(wavePairs(TransportFCM, 2), 4)
+		w := newWaves(wavePairs(TransportFCM, 2), newWindow(4))
 		if wave := w.next(func(Transport) time.Duration { return time.Second }); len(wave) != 0 || w.pending() {
 			t.Fatalf("wave %q, pending %v", waveString(wave), w.pending())
 		}

@@ -128,6 +128,8 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"StopDuringClaimReleasesBatch", testStopDuringClaimReleasesBatch[TTx]},
 		{"RevocationOutlivesRetention", testRevocationOutlivesRetention[TTx]},
 		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
+		{"PipelineClaimsWhileSending", testPipelineClaimsWhileSending[TTx]},
+		{"PipelineSharesTheWindow", testPipelineSharesTheWindow[TTx]},
 		{"EligibilityCostIsFixed", testEligibilityCostIsFixed[TTx]},
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},

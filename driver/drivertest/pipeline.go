@@ -1,0 +1,236 @@
+package drivertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
+)
+
+// testPipelineClaimsWhileSending: a run claims its next batch while earlier
+// batches' sends are in flight, as long as fewer than ConcurrentSends of its
+// pairs are unfinished and fewer than PipelineDepth batches are unrecorded;
+// every delivery is still sent once and recorded. Batches of 2 single-device
+// deliveries; the provider holds every send until the test lets it go, so
+// each claim is observed against exactly what is in flight. Two batches are
+// in flight before the run stops claiming: with a window of 4 because their 4
+// pairs fill it, with a depth of 2 because they are 2 batches.
+func testPipelineClaimsWhileSending[TTx any](t *testing.T, h Harness[TTx]) {
+	for _, c := range []struct{ window, depth int }{{4, 3}, {100, 2}} {
+		t.Run(fmt.Sprintf("window%d_depth%d", c.window, c.depth), func(t *testing.T) {
+			pipelineClaims(t, h, c.window, c.depth)
+		})
+	}
+}
+
+func pipelineClaims[TTx any](t *testing.T, h Harness[TTx], window, depth int) {
+	const n, held = 12, 4
+	b := setup(t, h, func(c *oncepush.Config) {
+		c.BatchSize, c.ConcurrentSends, c.PipelineDepth = 2, window, depth
+	})
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("r%02d", i))
+		b.register(names[i], oncepush.TransportFCM)
+	}
+	res := b.send(names, msg("piped"), nil)
+	ds, err := b.client.MessageDeliveries(b.ctx, res.MessageID, 0, n)
+	if err != nil || len(ds) != n {
+		t.Fatalf("deliveries: %d, %v", len(ds), err)
+	}
+	// Claimed in id order (one message, one due time): releasing the
+	// lowest ids ends the earliest batch.
+	ids := make([]int64, n)
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	slices.Sort(ids)
+	var gate sync.Mutex
+	opened := sync.NewCond(&gate)
+	var upTo int64 // sends of deliveries up to this id may answer
+	release := func(k int) {
+		gate.Lock()
+		upTo = ids[k-1]
+		gate.Unlock()
+		opened.Broadcast()
+	}
+	t.Cleanup(func() { release(n) }) // a failed test leaves no send held
+	var started enginetest.Counter
+	b.fcm.Answer(func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+		started.Add()
+		gate.Lock()
+		for s.DeliveryID > upTo {
+			opened.Wait()
+		}
+		gate.Unlock()
+		return oncepush.Accepted("ok")
+	})
+	var mu sync.Mutex
+	var claims, records int
+	var overDepth []int
+	hooks := &enginetest.Hooks{
+		OnClaimCommitted: func(int, int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if unrecorded := claims - records; unrecorded >= depth {
+				overDepth = append(overDepth, unrecorded)
+			}
+			claims++
+		},
+		OnRecordCommitting: func(int) {
+			mu.Lock()
+			records++
+			mu.Unlock()
+		},
+	}
+	claimsNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return claims
+	}
+	done := make(chan oncepush.RunStats, 1)
+	go func() {
+		st, err := b.client.RunOnce(enginetest.WithHooks(b.ctx, hooks))
+		if err != nil {
+			t.Errorf("RunOnce: %v", err)
+		}
+		done <- st
+	}()
+	// Not reached by a run that waits for its batch to be recorded before
+	// claiming: the bound only ends a test that already failed.
+	wait, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if !started.Wait(wait, held) {
+		t.Fatalf("%d sends started, %d claims: the run did not claim a second batch while the first was in flight", started.Count(), claimsNow())
+	}
+	if got := claimsNow(); got != 2 {
+		t.Fatalf("%d claims with %d sends in flight; want 2", got, held)
+	}
+	release(2) // the first batch's sends end: room for a third
+	if !started.Wait(wait, held+2) {
+		t.Fatalf("%d sends started after the first batch's ended: no third claim", started.Count())
+	}
+	release(n)
+	st := <-done
+	if st.Submitted != n || st.Released != 0 || st.Batches != n/2 {
+		t.Fatalf("run stats %+v; want %d batches, %d submitted, none released", st, n/2, n)
+	}
+	if len(overDepth) > 0 {
+		t.Fatalf("claims made with %v batches unrecorded; the depth is %d", overDepth, depth)
+	}
+	wantSends(t, b.fcm, n, "each delivery once")
+	for _, r := range names {
+		wantStatus(t, b.only(r), oncepush.StatusSent)
+	}
+}
+
+// testPipelineSharesTheWindow: ConcurrentSends bounds a run's sends in flight
+// per transport across all its batches, not per batch. Batches of 3 into a
+// window of 4: the first batch's 3 sends are held; the second batch, claimed
+// meanwhile, has 1 slot, less than half a window, so it marks nothing; once
+// one send ends it marks a wave of 2 (with a window of its own it would mark
+// all 3 at once, 6 in flight).
+func testPipelineSharesTheWindow[TTx any](t *testing.T, h Harness[TTx]) {
+	const n, window = 6, 4
+	b := setup(t, h, nil)
+	marks := &markLog[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(marks, func(c *oncepush.Config) {
+		c.Providers = []oncepush.Provider{b.fcm}
+		c.BatchSize, c.ConcurrentSends, c.PipelineDepth = 3, window, 4
+	})
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("r%02d", i))
+		b.register(names[i], oncepush.TransportFCM)
+	}
+	b.send(names, msg("shared"), nil)
+
+	release := make(chan struct{}, n)
+	t.Cleanup(func() {
+		for range n {
+			release <- struct{}{}
+		}
+	})
+	var mu sync.Mutex
+	var now, most int
+	var started, claims enginetest.Counter
+	b.fcm.Answer(func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+		mu.Lock()
+		now++
+		most = max(most, now)
+		mu.Unlock()
+		started.Add()
+		<-release
+		mu.Lock()
+		now--
+		mu.Unlock()
+		return oncepush.Accepted("ok")
+	})
+	done := make(chan oncepush.RunStats, 1)
+	go func() {
+		st, err := client.RunOnce(enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnClaimCommitted: func(int, int) { claims.Add() }}))
+		if err != nil {
+			t.Errorf("RunOnce: %v", err)
+		}
+		done <- st
+	}()
+	wait, cancel := context.WithTimeout(b.ctx, time.Minute) // ends only a test that already failed
+	defer cancel()
+	if !started.Wait(wait, 3) || !claims.Wait(wait, 2) {
+		t.Fatalf("%d sends started, %d claims; want the first batch in flight and the second claimed", started.Count(), claims.Count())
+	}
+	release <- struct{}{}
+	if !marks.n.Wait(wait, 2) {
+		t.Fatalf("marks %v: the second batch marked nothing once a send ended", marks.sizes())
+	}
+	if got := marks.sizes(); !slices.Equal(got[:2], []int{3, 2}) {
+		t.Fatalf("marks of %v pairs; want the first batch's 3, then 2 of the second's once two slots of the window were free", got)
+	}
+	for range n - 1 {
+		release <- struct{}{}
+	}
+	if st := <-done; st.Submitted != n {
+		t.Fatalf("run stats %+v; want %d submitted", st, n)
+	}
+	if most > window {
+		t.Fatalf("%d sends in flight at once; the window is %d", most, window)
+	}
+	wantSends(t, b.fcm, n, "each delivery once")
+}
+
+// markLog records the size of every wave a client marks sending.
+type markLog[TTx any] struct {
+	driver.Driver[TTx]
+	mu   sync.Mutex
+	size []int
+	n    enginetest.Counter
+}
+
+func (d *markLog[TTx]) Exec() driver.Executor {
+	return &markExec[TTx]{Executor: d.Driver.Exec(), log: d}
+}
+
+func (d *markLog[TTx]) sizes() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.size)
+}
+
+type markExec[TTx any] struct {
+	driver.Executor
+	log *markLog[TTx]
+}
+
+func (e *markExec[TTx]) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+	e.log.mu.Lock()
+	e.log.size = append(e.log.size, len(p.Pairs))
+	e.log.mu.Unlock()
+	e.log.n.Add()
+	return e.Executor.DeviceAttemptMarkSending(ctx, p)
+}
