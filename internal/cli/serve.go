@@ -100,7 +100,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	var so *stack.ServerOptions
 	if apiLn != nil || opsLn != nil {
 		so = &stack.ServerOptions{Metrics: metrics, MaxBodyBytes: st.HTTP.MaxBodyBytes, Version: version(),
-			SeparateMetrics: opsLn != nil, AccessLog: st.HTTP.AccessLog}
+			SeparateMetrics: opsLn != nil, AccessLog: st.HTTP.AccessLog, MaxBacklogAge: time.Duration(st.HTTP.MaxBacklogAge)}
 	}
 	stk, err := db.Assemble(cfg, so)
 	if err != nil {
@@ -121,8 +121,8 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 			return err
 		}
 	}
-	// Whoever serves /metrics reads the backlog for it, on a clock of its
-	// own: a scrape reads nothing.
+	// Whoever serves /metrics reads the backlog for it, and for
+	// backpressure, on a clock of its own: a scrape reads nothing.
 	backlogCtx, stopBacklog := context.WithCancel(ctx)
 	backlogDone := make(chan struct{})
 	if srv != nil {
@@ -131,7 +131,7 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		}
 		go func() {
 			defer close(backlogDone)
-			srv.WatchBacklog(backlogCtx, server.BacklogIntervalDefault)
+			srv.WatchBacklog(backlogCtx, srv.BacklogInterval())
 		}()
 	} else {
 		close(backlogDone)

@@ -80,6 +80,9 @@ type File struct {
 		ShutdownTimeout Duration `json:"shutdownTimeout,omitempty"`
 		// AccessLog logs one line per API request (serve).
 		AccessLog bool `json:"accessLog,omitempty"`
+		// MaxBacklogAge, when set, refuses sends for now with 429 while the
+		// oldest due delivery has waited longer (backpressure).
+		MaxBacklogAge Duration `json:"maxBacklogAge,omitempty"`
 	} `json:"http,omitzero"`
 	Engine     Engine              `json:"engine,omitzero"`
 	Categories map[string]Category `json:"categories,omitempty"`
@@ -183,6 +186,7 @@ func (st *Settings) LogValue() slog.Value {
 		slog.String("log_format", st.Log.Format),
 		slog.String("log_level", st.Log.Level),
 		slog.Int64("max_body_bytes", st.HTTP.MaxBodyBytes),
+		slog.Duration("max_backlog_age", time.Duration(st.HTTP.MaxBacklogAge)),
 		slog.Duration("shutdown_timeout", time.Duration(st.HTTP.ShutdownTimeout)),
 		slog.Bool("access_log", st.HTTP.AccessLog),
 	}
@@ -302,6 +306,9 @@ func (st *Settings) validate() error {
 	}
 	if st.HTTP.MaxBodyBytes < 0 {
 		return settingErr("http.maxBodyBytes", "must not be negative")
+	}
+	if st.HTTP.MaxBacklogAge < 0 {
+		return settingErr("http.maxBacklogAge", "must not be negative")
 	}
 	// The engine's own validation names its Go field; check it now, before
 	// serving, and name the setting.

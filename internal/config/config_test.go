@@ -293,6 +293,24 @@ func TestFileIsReadStrictly(t *testing.T) {
 	}
 }
 
+// Backpressure is off unless the file sets a bound; a negative one names the
+// setting.
+func TestMaxBacklogAgeSetting(t *testing.T) {
+	t.Parallel()
+	st, err := Load(Flags{Config: writeConfig(t, `{"http": {"maxBacklogAge": "30s"}}`)}, env(nil))
+	if err != nil || time.Duration(st.HTTP.MaxBacklogAge) != 30*time.Second {
+		t.Fatalf("maxBacklogAge 30s: %v, %v", st.HTTP.MaxBacklogAge, err)
+	}
+	if st, err := Load(Flags{}, env(nil)); err != nil || st.HTTP.MaxBacklogAge != 0 {
+		t.Fatalf("no file: maxBacklogAge %v, %v; want off", st.HTTP.MaxBacklogAge, err)
+	}
+	_, err = Load(Flags{Config: writeConfig(t, `{"http": {"maxBacklogAge": "-1s"}}`)}, env(nil))
+	var se *Error
+	if !errors.As(err, &se) || se.Path != "http.maxBacklogAge" {
+		t.Fatalf("a negative bound: %v; want an error naming http.maxBacklogAge", err)
+	}
+}
+
 // The access log is off unless asked for: flag over environment over file,
 // and a value that is not a boolean names where it was written.
 func TestAccessLogSetting(t *testing.T) {

@@ -95,6 +95,8 @@ type envOptions struct {
 	separateMetrics bool
 	backlogMax      int
 	accessLog       bool // server.Options.AccessLog
+	// maxBacklogAge is server.Options.MaxBacklogAge.
+	maxBacklogAge time.Duration
 }
 
 // env is one test's server: an in-process oncepush server on its own
@@ -263,7 +265,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 	}
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Store: store, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test", AccessLog: o.accessLog,
-		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax,
+		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax, MaxBacklogAge: o.maxBacklogAge,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

@@ -88,6 +88,9 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		}
 		opts.ScheduledAt = t
 	}
+	if p := s.overloaded(opts.ScheduledAt); p != nil {
+		return p
+	}
 	if req.TTLSeconds != nil {
 		// An integer in JSON Schema's sense: 60.0 is 60.
 		secs, err := strconv.ParseFloat(req.TTLSeconds.String(), 64)

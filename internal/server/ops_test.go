@@ -15,6 +15,7 @@ import (
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/api"
 	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -266,6 +267,52 @@ func TestBacklogCountIsCapped(t *testing.T) {
 			t.Errorf("3 due, cap 2: oncepush_due_backlog %v, oncepush_due_backlog_cap %v; want 2 and 2",
 				m["oncepush_due_backlog"], m["oncepush_due_backlog_cap"])
 		}
+	})
+}
+
+// Backpressure: once the oldest due delivery, as the last backlog read found
+// it, has waited longer than the bound, a send for now is refused with 429
+// overloaded and Retry-After and writes nothing; a send scheduled further
+// ahead than the bound is still taken; once the workers catch up (the next
+// read), sends are taken again.
+func TestBackpressureRefusesSendsWhileTheBacklogIsTooOld(t *testing.T) {
+	each(t, envOptions{maxBacklogAge: time.Minute}, func(t *testing.T, e *env) {
+		hello := obj{"recipients": []string{"u_1"}, "title": "Hello"}
+		e.send(e.admin, hello)
+		e.clock.Advance(61 * time.Second)
+		e.send(e.admin, hello) // the read is older than the backlog's age: taken
+		e.refreshBacklog()
+
+		before := e.rows()
+		r := e.do("POST", "/v1/notifications", e.admin, hello)
+		p := r.wantProblem(t, http.StatusTooManyRequests, server.CodeOverloaded, "")
+		if got := r.header.Get("Retry-After"); got != "6" {
+			t.Errorf("Retry-After %q; want 6 (the reads' interval: a tenth of the one-minute bound)", got)
+		}
+		if !strings.Contains(p.Detail, "1m1s") || !strings.Contains(p.Detail, "http.maxBacklogAge") {
+			t.Errorf("detail %q: want the oldest due age and the setting named", p.Detail)
+		}
+		e.unchanged(t, before, "a send refused by backpressure")
+
+		later := e.clock.Now().Add(2 * time.Minute).Format(time.RFC3339)
+		e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Later", "scheduledAt": later})
+		soon := e.clock.Now().Add(30 * time.Second).Format(time.RFC3339)
+		e.do("POST", "/v1/notifications", e.admin, obj{"recipients": []string{"u_1"}, "title": "Soon", "scheduledAt": soon}).
+			wantProblem(t, http.StatusTooManyRequests, server.CodeOverloaded, "")
+
+		e.drain()
+		e.refreshBacklog()
+		e.send(e.admin, hello)
+	})
+}
+
+// Without a bound, however old the backlog, sends are taken.
+func TestNoBackpressureWithoutABound(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
+		e.clock.Advance(24 * time.Hour)
+		e.refreshBacklog()
+		e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
 	})
 }
 

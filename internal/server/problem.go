@@ -50,6 +50,7 @@ const (
 	CodeIdempotencyConflict  = "idempotency_conflict"   // 409: the key was used with a different request
 	CodeSessionRevoked       = "session_revoked"        // 409: registering under a revoked session
 	CodeTokenRegistered      = "token_registered"       // 409: a direct send names a token registered to a recipient
+	CodeOverloaded           = "overloaded"             // 429: sends are refused while the oldest due one waits too long
 	CodeUnavailable          = "unavailable"            // 503: the database cannot be reached
 	CodeInternal             = "internal"               // 500
 )
@@ -68,6 +69,7 @@ var titles = map[string]string{
 	CodeIdempotencyConflict:  "Idempotency key reused with a different request",
 	CodeSessionRevoked:       "Session revoked",
 	CodeTokenRegistered:      "Device token registered to a recipient",
+	CodeOverloaded:           "Too many due notifications",
 	CodeUnavailable:          "Service unavailable",
 	CodeInternal:             "Internal error",
 }

@@ -15,7 +15,9 @@ import (
 	"path"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncepush/oncepush"
@@ -56,6 +58,10 @@ type Options[TTx any] struct {
 	// revoked key may keep working); default KeyCacheTTLDefault, negative
 	// disables the cache.
 	KeyCacheTTL time.Duration
+	// MaxBacklogAge, when positive, refuses sends for now (429 overloaded,
+	// with Retry-After) while the oldest due delivery, as the last backlog
+	// read found it, has waited longer than this. Zero: never refused.
+	MaxBacklogAge time.Duration
 	// AccessLog logs one info line per request Handler serves ("http
 	// request": method, route pattern, status, duration, key id).
 	AccessLog bool
@@ -72,6 +78,10 @@ type Server[TTx any] struct {
 	served []route
 	// accessLog is Options.AccessLog.
 	accessLog bool
+	// maxBacklogAge is Options.MaxBacklogAge; backlogAge the oldest due
+	// age the last backlog read found, in nanoseconds.
+	maxBacklogAge time.Duration
+	backlogAge    atomic.Int64
 	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
 	separate   bool
 	backlogMax int
@@ -132,6 +142,7 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.down = u.Unavailable
 	}
 	s.accessLog = o.AccessLog
+	s.maxBacklogAge = max(o.MaxBacklogAge, 0)
 	s.keys.ttl = o.KeyCacheTTL
 	if s.keys.ttl == 0 {
 		s.keys.ttl = KeyCacheTTLDefault
@@ -468,22 +479,61 @@ func (s *Server[TTx]) checkSchema(ctx context.Context) error {
 }
 
 // RefreshBacklog reads the due backlog once — the count capped at
-// BacklogCountMax, and the oldest due delivery's age — into the metrics.
+// BacklogCountMax, and the oldest due delivery's age — into the metrics and
+// the backpressure check.
 func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
-	if s.metrics == nil {
+	if s.metrics == nil && s.maxBacklogAge == 0 {
 		return nil
 	}
-	at := time.Now() // when it was read; the count itself is on the client's clock
-	if c := s.client.Config().Clock; c != nil {
-		at = c.Now()
-	}
+	at := s.now() // when it was read
 	b, err := s.client.Backlog(ctx, s.backlogMax)
 	if err != nil {
-		s.metrics.readFail.Inc()
+		if s.metrics != nil {
+			s.metrics.readFail.Inc()
+		}
 		return fmt.Errorf("read the due backlog: %w", err)
 	}
-	s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
+	s.backlogAge.Store(int64(b.OldestAge))
+	if s.metrics != nil {
+		s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
+	}
 	return nil
+}
+
+// BacklogInterval is how often WatchBacklog should read the backlog: the
+// gauges' BacklogIntervalDefault, or with backpressure a tenth of its bound,
+// from 1 s, so that a refusal outlasts the overload by little.
+func (s *Server[TTx]) BacklogInterval() time.Duration {
+	if s.maxBacklogAge == 0 {
+		return BacklogIntervalDefault
+	}
+	return min(max(s.maxBacklogAge/10, time.Second), BacklogIntervalDefault)
+}
+
+// overloaded returns a 429 problem when backpressure is on, the oldest due
+// delivery has waited longer than its bound, and a send scheduled at (zero:
+// now) would fall due within the bound; else nil.
+func (s *Server[TTx]) overloaded(at time.Time) *Problem {
+	age := time.Duration(s.backlogAge.Load())
+	if s.maxBacklogAge == 0 || age <= s.maxBacklogAge {
+		return nil
+	}
+	if !at.IsZero() && at.Sub(s.now()) > s.maxBacklogAge {
+		return nil
+	}
+	p := problem(http.StatusTooManyRequests, CodeOverloaded, fmt.Sprintf(
+		"the oldest due notification has waited %s, longer than this server's bound of %s (http.maxBacklogAge): try again later",
+		age.Truncate(time.Second), s.maxBacklogAge))
+	p.header = http.Header{"Retry-After": {strconv.Itoa(int((s.BacklogInterval() + time.Second - 1) / time.Second))}}
+	return p
+}
+
+// now is the client's clock: the injected one, or the process's.
+func (s *Server[TTx]) now() time.Time {
+	if c := s.client.Config().Clock; c != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // WatchBacklog refreshes the backlog gauges every interval until ctx ends:

@@ -69,6 +69,7 @@ type HTTPServer interface {
 	OperationsHandler() http.Handler
 	RefreshBacklog(ctx context.Context) error
 	WatchBacklog(ctx context.Context, every time.Duration)
+	BacklogInterval() time.Duration
 }
 
 // ServerOptions are server.Options without what Assemble supplies itself
@@ -79,6 +80,7 @@ type ServerOptions struct {
 	MaxBodyBytes    int64
 	Version         string
 	AccessLog       bool
+	MaxBacklogAge   time.Duration
 }
 
 // Open opens the database the settings name: a postgres:// or postgresql://
@@ -238,7 +240,7 @@ func assemble[TTx any](drv serverstore.Driver[TTx], cfg *oncepush.Config, so *Se
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Store: store, Metrics: so.Metrics, Logger: c.Logger,
 		MaxBodyBytes: so.MaxBodyBytes, Version: so.Version, SeparateMetrics: so.SeparateMetrics,
-		AccessLog: so.AccessLog,
+		AccessLog: so.AccessLog, MaxBacklogAge: so.MaxBacklogAge,
 	})
 	if err != nil {
 		return nil, err
