@@ -102,9 +102,9 @@ func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKe
 // run drains batches until the budget is spent or nothing is due. claimCtx
 // stops claiming and starting sends; sendCtx aborts sends in flight. A run
 // that claimed something is logged (logRun).
-func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
+func (c *Client[TTx]) run(claimCtx, sendCtx context.Context, wake <-chan struct{}) (RunStats, error) {
 	start, tally := time.Now(), runTally{}
-	stats, err := c.runBatches(claimCtx, sendCtx, tally)
+	stats, err := c.runBatches(claimCtx, sendCtx, wake, tally)
 	c.logRun(sendCtx, stats, tally, time.Since(start))
 	return stats, err
 }
@@ -112,17 +112,24 @@ func (c *Client[TTx]) run(claimCtx, sendCtx context.Context) (RunStats, error) {
 // runBatches claims batches until the budget is spent or nothing is due,
 // pipelined (D65): each batch sends and records on a goroutine of its own,
 // and the next claim is made as soon as the run has fewer than
-// ConcurrentSends unfinished pairs and fewer than PipelineDepth batches. It
-// returns once every batch it started has recorded.
-func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, tally runTally) (RunStats, error) {
+// ConcurrentSends unfinished pairs and fewer than PipelineDepth batches.
+// After a claim that found less than a batch, it claims again only if woken
+// (wake; nil for none) while batches are still in flight, so work queued
+// meanwhile does not wait for them. It returns once every batch it started
+// has recorded.
+func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, wake <-chan struct{}, tally runTally) (RunStats, error) {
 	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
 	p := &pipeline{changed: make(chan struct{}, 1), tally: tally}
 	win := newWindow(c.cfg.ConcurrentSends)
 	var claimErr error
+	short := false // the last claim found less than a batch
 	for claimCtx.Err() == nil {
 		if !p.waitForRoom(claimCtx, c.cfg.ConcurrentSends, c.cfg.PipelineDepth) {
 			break // a batch released pairs or failed to record
+		}
+		if short && !p.waitForWake(claimCtx, wake) {
+			break // nothing new while the last batches finished
 		}
 		if !c.clockNow().Before(deadline) {
 			p.budgetSpent()
@@ -133,8 +140,9 @@ func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, tally runTal
 			claimErr = err
 			break
 		}
+		short = b.claimed < c.cfg.BatchSize
 		if b.claimed == 0 {
-			break
+			continue
 		}
 		b.hooks, b.window = hooks, win
 		failpoint.Hit(failpoint.ClaimCommitted)
@@ -142,9 +150,6 @@ func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, tally runTal
 		p.claimed(b)
 		if len(b.pairs) > 0 {
 			p.wg.Go(func() { p.finished(c.sendAndRecord(claimCtx, sendCtx, b, deadline, p.sent)) })
-		}
-		if b.claimed < c.cfg.BatchSize {
-			break
 		}
 	}
 	p.wg.Wait()
@@ -219,6 +224,27 @@ func (p *pipeline) waitForRoom(ctx context.Context, maxOpen, maxBatches int) boo
 			return true
 		}
 		select {
+		case <-p.changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// waitForWake waits for a wake-up while the run still has batches in
+// flight, and reports whether one came; false once none is in flight, a
+// batch released pairs or failed to record, or the run was stopped.
+func (p *pipeline) waitForWake(ctx context.Context, wake <-chan struct{}) bool {
+	for {
+		p.mu.Lock()
+		over := p.inFlight == 0 || p.err != nil || p.stats.Released > 0
+		p.mu.Unlock()
+		if over {
+			return false
+		}
+		select {
+		case <-wake:
+			return true
 		case <-p.changed:
 		case <-ctx.Done():
 			return false

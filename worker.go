@@ -96,7 +96,7 @@ func (c *Client[TTx]) Stop(ctx context.Context) error {
 func (c *Client[TTx]) Drain(ctx context.Context) (RunStats, error) {
 	var total RunStats
 	for {
-		s, err := c.run(ctx, ctx)
+		s, err := c.run(ctx, ctx, nil)
 		total.add(s)
 		if err != nil || !s.BudgetSpent || ctx.Err() != nil {
 			return total, err
@@ -108,7 +108,7 @@ func (c *Client[TTx]) Drain(ctx context.Context) (RunStats, error) {
 // batches until the run budget is spent or nothing is due. RunStats.BudgetSpent
 // says whether work may be left.
 func (c *Client[TTx]) RunOnce(ctx context.Context) (RunStats, error) {
-	return c.run(ctx, ctx)
+	return c.run(ctx, ctx, nil)
 }
 
 // Wake tells idle workers — this client's at once, other processes' through
@@ -170,7 +170,7 @@ func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wa
 		case <-poll.C:
 		}
 		for claimCtx.Err() == nil {
-			s, err := c.run(claimCtx, sendCtx)
+			s, err := c.run(claimCtx, sendCtx, wake)
 			if err != nil {
 				if claimCtx.Err() == nil {
 					c.log.ErrorContext(sendCtx, "delivery run failed", slog.Any("error", err))

@@ -234,3 +234,47 @@ func (e *markExec[TTx]) DeviceAttemptMarkSending(ctx context.Context, p *driver.
 	e.log.n.Add()
 	return e.Executor.DeviceAttemptMarkSending(ctx, p)
 }
+
+// testPipelineTakesWorkQueuedMidRun: a send queued while a run's batch is
+// still in flight is claimed by that run when the wake-up comes, not once the
+// batch has finished: one worker, the first notification's send held by the
+// provider, the second must reach the provider meanwhile.
+func testPipelineTakesWorkQueuedMidRun[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.Workers = 1 }, "first", "second")
+	held := make(chan struct{})
+	var started enginetest.Counter
+	b.fcm.Answer(func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+		started.Add()
+		if s.Title == "first" {
+			<-held
+		}
+		return oncepush.Accepted("ok")
+	})
+	if err := b.client.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.client.Stop(context.WithoutCancel(b.ctx)) })
+	t.Cleanup(func() { // before the Stop above: a failed test leaves no send held
+		select {
+		case <-held:
+		default:
+			close(held)
+		}
+	})
+	wait, cancel := context.WithTimeout(b.ctx, time.Minute) // ends only a test that already failed
+	defer cancel()
+	b.send([]string{"first"}, msg("first"), nil)
+	if !started.Wait(wait, 1) {
+		t.Fatal("the first send never started")
+	}
+	b.send([]string{"second"}, msg("second"), nil)
+	if !started.Wait(wait, 2) {
+		t.Fatal("the second notification waited for the first's held send: the run did not claim when woken")
+	}
+	close(held)
+	if err := b.client.Stop(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, b.only("first"), oncepush.StatusSent)
+	wantStatus(t, b.only("second"), oncepush.StatusSent)
+}
