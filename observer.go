@@ -66,3 +66,10 @@ func (g guardedObserver) Ambiguous(t Transport, rec bool) {
 }
 func (g guardedObserver) Finished(s DeliveryStatus) { g.call("finished", func() { g.o.Finished(s) }) }
 func (g guardedObserver) LeaseLost(n int)           { g.call("lease_lost", func() { g.o.LeaseLost(n) }) }
+
+// SendGroup implements SendGroupObserver when the observer does.
+func (g guardedObserver) SendGroup(n int) {
+	if o, ok := g.o.(SendGroupObserver); ok {
+		g.call("send_group", func() { o.SendGroup(n) })
+	}
+}
