@@ -86,6 +86,13 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
 	cl.obs = guardedObserver{o: c.Observer, log: cl.log}
 	cl.transports, _ = newTransportTable(c.Transports) // checked by withDefaults
+	cl.groups.writers = c.SendGroups
+	if cl.groups.writers == 0 {
+		cl.groups.writers = SendGroupsDefault
+		if _, one := d.(driver.SingleWriter); one {
+			cl.groups.writers = 1
+		}
+	}
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
 	cl.throttle = map[Transport]time.Time{}

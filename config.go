@@ -26,6 +26,7 @@ const (
 	MaxDevicesPerRecipientDefault = 10
 	CleanupIntervalDefault        = 10 * time.Minute
 	PollIntervalDefault           = time.Second
+	SendGroupsDefault             = 4
 )
 
 // Category configures one declared notification category.
@@ -71,6 +72,14 @@ type Config struct {
 	Workers int `json:"workers,omitempty"`
 	// ConcurrentSends bounds in-flight sends per transport. Default 256.
 	ConcurrentSends int `json:"concurrentSends,omitempty"`
+	// SendGroups is how many groups of concurrent Send and SendToDevices
+	// calls one client writes at once, each group in one transaction with
+	// one commit; calls that arrive while that many are being written wait
+	// and form the next group. Default SendGroupsDefault (4), or 1 with a
+	// driver that lets one transaction write at a time
+	// (driver.SingleWriter: SQLite), where more groups would only wait for
+	// the write lock, and be smaller.
+	SendGroups int `json:"sendGroups,omitempty"`
 	// RunBudget bounds a run: no send starts after it, and the run ends. Default 10 s.
 	RunBudget time.Duration `json:"runBudget,omitempty"`
 	// SendTimeout bounds one provider call. Default 15 s.
@@ -163,6 +172,7 @@ func (cfg *Config) withDefaults() (*Config, error) {
 		{"BackoffMax", int64(c.BackoffMax)}, {"MessageLifetime", int64(c.MessageLifetime)},
 		{"Retention", int64(c.Retention)}, {"MaxDevicesPerRecipient", int64(c.MaxDevicesPerRecipient)},
 		{"CleanupInterval", int64(c.CleanupInterval)}, {"PollInterval", int64(c.PollInterval)},
+		{"SendGroups", int64(c.SendGroups)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {

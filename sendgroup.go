@@ -33,9 +33,10 @@ type SendGroupObserver interface {
 // sendGroups is the queue of the grouped commits: sends waiting for a
 // group, and whether a leader is writing one (or is about to take the next).
 type sendGroups struct {
-	mu     sync.Mutex
-	queue  []*groupMember
-	active bool
+	mu      sync.Mutex
+	queue   []*groupMember
+	writing int // leaders writing a group, or about to take one
+	writers int // the most groups written at once (at least 1)
 }
 
 // groupMember is one Send or SendToDevices, validated, waiting for (or in)
@@ -81,19 +82,22 @@ func (c *Client[TTx]) queueAndWait(m *groupMember) (SendResult, error) {
 	g.mu.Lock()
 	g.queue = append(g.queue, m)
 	queued := len(g.queue)
-	lead := !g.active
-	g.active = true
+	lead := g.writing < max(g.writers, 1)
+	if lead {
+		g.writing++
+		m.leading = true // no other leader takes it
+	}
 	g.mu.Unlock()
 	enginetest.From(m.ctx).SendQueued(queued)
 	if lead {
-		c.leadGroup(m.ctx)
+		c.leadGroup(m)
 	}
 	for {
 		select {
 		case <-m.done:
 			return m.res, m.err
 		case <-m.lead:
-			c.leadGroup(m.ctx)
+			c.leadGroup(m)
 		case <-m.ctx.Done():
 			if g.leave(m) {
 				return SendResult{}, m.ctx.Err()
@@ -120,42 +124,54 @@ func (g *sendGroups) leave(m *groupMember) bool {
 	return true
 }
 
-// handOn gives the lead to the first member queued, or ends the leading
-// when none is. Called with mu held, by a leader that is done.
+// handOn gives a leader's place to the first member queued that does not
+// hold one already, or gives it up when there is none. Called with mu held,
+// by a leader that is done (or a member handed the lead that leaves).
 func (g *sendGroups) handOn() {
-	if len(g.queue) == 0 {
-		g.active = false
-		return
+	for _, m := range g.queue {
+		if !m.leading {
+			m.leading = true
+			m.lead <- struct{}{} // buffered; a member is handed the lead once
+			return
+		}
 	}
-	next := g.queue[0]
-	next.leading = true
-	next.lead <- struct{}{} // buffered; a member is handed the lead once at a time
+	g.writing--
 }
 
-// take removes the next group from the queue: in queue order, within the
-// bounds.
-func (g *sendGroups) take() []*groupMember {
+// take removes the next group of leader from the queue: leader first,
+// then the others in queue order, within the bounds, but for those handed
+// a leader's place of their own.
+func (g *sendGroups) take(leader *groupMember) []*groupMember {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n, recipients := 0, 0
+	if leader.taken { // cannot happen: no leader takes another
+		return nil
+	}
+	group := []*groupMember{leader}
+	recipients := len(leader.p.recipients)
 	for _, m := range g.queue {
 		r := len(m.p.recipients)
-		if n == groupMaxMembers || (n > 0 && recipients+r > groupMaxRecipients) {
+		if len(group) == groupMaxMembers || recipients+r > groupMaxRecipients {
 			break
 		}
-		m.taken, m.leading = true, false
-		n, recipients = n+1, recipients+r
+		if m != leader && !m.leading {
+			group = append(group, m)
+			recipients += r
+		}
 	}
-	group := slices.Clone(g.queue[:n])
-	g.queue = slices.Delete(g.queue, 0, n)
+	for _, m := range group {
+		m.taken, m.leading = true, false
+	}
+	g.queue = slices.DeleteFunc(g.queue, func(m *groupMember) bool { return m.taken })
 	return group
 }
 
-// leadGroup writes the next group, answers its members and hands the lead
-// on. ctx is the leader's own.
-func (c *Client[TTx]) leadGroup(ctx context.Context) {
+// leadGroup writes leader's group, answers its members and hands the
+// leader's place on.
+func (c *Client[TTx]) leadGroup(leader *groupMember) {
+	ctx := leader.ctx
 	enginetest.From(ctx).GroupTaking()
-	group := c.groups.take()
+	group := c.groups.take(leader)
 	defer func() {
 		// Even when the write panicked (net/http recovers a handler's
 		// panic): no member may wait forever, nor the queue stay led.

@@ -112,6 +112,14 @@ type Driver[TTx any] interface {
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
 }
 
+// SingleWriter is implemented by a driver whose database lets one
+// transaction write at a time (SQLite's one write lock): the engine then
+// writes one group of concurrent sends at a time (oncepush.Config.SendGroups),
+// since a second group would only wait for the first's lock.
+type SingleWriter interface {
+	SingleWriter()
+}
+
 // MigrateResult says what Migrate did.
 type MigrateResult struct {
 	Applied []int // versions applied by this call, in order

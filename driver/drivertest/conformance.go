@@ -135,6 +135,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"GroupCommitFails", testGroupCommitFails[TTx]},
 		{"GroupAnsweredAfterCommit", testGroupAnsweredAfterCommit[TTx]},
 		{"GroupLeftWhenCanceled", testGroupLeftWhenCanceled[TTx]},
+		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
 	})
 }
 

@@ -34,6 +34,10 @@ type sendGroup struct {
 	done     chan struct{} // closed when every send has returned
 }
 
+// oneGroup makes a client write one group of sends at a time, so that a
+// test holding the leader (startGroup) gets every other send queued.
+func oneGroup(c *oncepush.Config) { c.SendGroups = 1 }
+
 // startGroup starts the sends at once and holds the first group's leader
 // (OnGroupTaking) until every send has queued (OnSendQueued), so that they
 // are written as one group. hooks may set the other hooks.
@@ -106,10 +110,10 @@ func recorded(key string, hash byte) *oncepush.SendOptions {
 // are written together — one transaction, the same fixed handful of
 // statements for 2 sends as for 12 — each answered with its own message.
 func testSendsShareOneCommit[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil)
+	b := setup(t, h, oneGroup)
 	cost := func(n int) int64 {
 		counted := &countingDriver[TTx]{Driver: b.db.Driver(t, 0)}
-		client := b.newClient(counted, nil)
+		client := b.newClient(counted, oneGroup)
 		var sends []aSend
 		for i := range n {
 			var opts *oncepush.SendOptions
@@ -150,7 +154,7 @@ func testSendsShareOneCommit[TTx any](t *testing.T, h Harness[TTx]) {
 // send whose recipients are all duplicates and a refused direct send each
 // get their own answer, and the others are written as if they were alone.
 func testGroupMembersFailAlone[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil, "taken", "replayed", "dup", "plain", "fresh")
+	b := setup(t, h, oneGroup, "taken", "replayed", "dup", "plain", "fresh")
 	b.send([]string{"taken"}, msg("first"), recorded("k-taken", 1))
 	first := b.send([]string{"replayed"}, msg("first"), recorded("k-replayed", 2))
 	b.send([]string{"dup"}, msg("first"), &oncepush.SendOptions{DedupKey: "k-dup"})
@@ -228,8 +232,8 @@ func (d failingCommit[TTx]) InTx(ctx context.Context, fn func(context.Context, T
 // testGroupCommitFails: when a group's commit fails, every member gets the
 // error and nothing of any of them is written.
 func testGroupCommitFails[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil, "a", "b", "c")
-	client := b.newClient(failingCommit[TTx]{b.db.Driver(t, 0)}, nil)
+	b := setup(t, h, oneGroup, "a", "b", "c")
+	client := b.newClient(failingCommit[TTx]{b.db.Driver(t, 0)}, oneGroup)
 	token := tokenFor(oncepush.TransportFCM, "direct")
 	answers := startGroup(t, b.ctx, &enginetest.Hooks{},
 		sendTo(client, []string{"a"}, msg("one"), nil),
@@ -261,7 +265,7 @@ func testGroupCommitFails[TTx any](t *testing.T, h Harness[TTx]) {
 // connection sees none of their rows, and each one, the moment it returns,
 // finds its row visible from another connection.
 func testGroupAnsweredAfterCommit[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil, "a", "b", "c")
+	b := setup(t, h, oneGroup, "a", "b", "c")
 	committing, commit := make(chan struct{}), make(chan struct{})
 	hooks := &enginetest.Hooks{OnGroupCommitting: func(int) { close(committing); <-commit }}
 	var invisible atomic.Int32 // sends that returned before their rows were visible
@@ -299,7 +303,7 @@ func testGroupAnsweredAfterCommit[TTx any](t *testing.T, h Harness[TTx]) {
 // testGroupLeftWhenCanceled: a send whose context ends while it waits for
 // its group returns ctx.Err() and writes nothing; the group goes on.
 func testGroupLeftWhenCanceled[TTx any](t *testing.T, h Harness[TTx]) {
-	b := setup(t, h, nil, "leader", "gone")
+	b := setup(t, h, oneGroup, "leader", "gone")
 	queued := &enginetest.Counter{}
 	release := make(chan struct{})
 	var held sync.Once
@@ -360,4 +364,53 @@ func (b *bundle[TTx]) devicesOf(recipient string) []oncepush.Device {
 		b.t.Fatalf("Devices(%s): %v", recipient, err)
 	}
 	return devs
+}
+
+// testSendGroupsAtOnce: with SendGroups 2, a send arriving while one group
+// is being written leads a group of its own at once; the sends arriving
+// while both are being written wait, and go to one of them (neither leader
+// takes the other); the places are given back: sends go on afterwards.
+func testSendGroupsAtOnce[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.SendGroups = 2 })
+	queued := &enginetest.Counter{}
+	taking := &enginetest.Counter{}
+	release := make(chan struct{})
+	sizes := &groupSizes{}
+	hooks := &enginetest.Hooks{
+		OnSendQueued:      func(int) { queued.Add() },
+		OnGroupTaking:     func() { taking.Add(); <-release },
+		OnGroupCommitting: sizes.add,
+	}
+	ctx := enginetest.WithHooks(b.ctx, hooks)
+	const n = 6
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := b.client.Send(ctx, []string{fmt.Sprintf("at-once-%d", i)}, msg("at once"), nil)
+			errs <- err
+		}()
+		if i < 2 && !taking.Wait(b.ctx, i+1) { // the first two lead, one after the other
+			t.Fatalf("send %d did not lead", i)
+		}
+	}
+	if !queued.Wait(b.ctx, n) {
+		t.Fatalf("%d of %d sends queued", queued.Count(), n)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One leader took the four waiting; the other wrote itself alone.
+	sizes.want(t, n-1)
+	if taking.Count() != 2 {
+		t.Fatalf("%d groups were taken, want 2", taking.Count())
+	}
+	for i := range n {
+		b.only(fmt.Sprintf("at-once-%d", i))
+	}
+	for i := range 3 { // the places were given back
+		b.send([]string{fmt.Sprintf("after-%d", i)}, msg("after"), nil)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/internal/server"
 )
@@ -14,7 +15,8 @@ import (
 // and an invalid request 400 while the others are accepted, and the
 // conflicting request wrote nothing.
 func TestConcurrentPostsFailAlone(t *testing.T) {
-	each(t, envOptions{}, func(t *testing.T, e *env) {
+	// One group at a time, so that the held leader's group takes them all.
+	each(t, envOptions{config: func(c *oncepush.Config) { c.SendGroups = 1 }}, func(t *testing.T, e *env) {
 		first := e.send(e.admin, obj{"recipients": []string{"u_first"}, "title": "Hello", "dedupeKey": "k-1"})
 		before := metricValues(t, e)
 
