@@ -10,7 +10,8 @@ import (
 // be quick and must not block. Embed NopObserver to implement only some.
 type Observer interface {
 	// Queued: a send wrote deliveries (and found duplicates: dedup hits). For
-	// SendTx it is called when the rows are written, before the caller's commit.
+	// SendTx it is called when the rows are written, before the caller's commit;
+	// for a send written in a group with others, before the group's commit.
 	Queued(queued, duplicates int)
 	// Submitted: one provider call ended with this outcome after latency.
 	Submitted(t Transport, o Outcome, latency time.Duration)
