@@ -31,6 +31,9 @@ type Client[TTx any] struct {
 	hooks       *enginetest.Hooks  // the test hooks of Start's context, for Stop
 	wg          sync.WaitGroup
 
+	// groups queues Send and SendToDevices for grouped commits (sendgroup.go).
+	groups sendGroups
+
 	// sweepAfter is where the orphan sweep of the next cleanup round starts:
 	// the last message id it looked at (see Cleanup).
 	sweepAfter atomic.Int64
@@ -83,6 +86,13 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
 	cl.obs = guardedObserver{o: c.Observer, log: cl.log}
 	cl.transports, _ = newTransportTable(c.Transports) // checked by withDefaults
+	cl.groups.writers = c.SendGroups
+	if cl.groups.writers == 0 {
+		cl.groups.writers = SendGroupsDefault
+		if _, one := d.(driver.SingleWriter); one {
+			cl.groups.writers = 1
+		}
+	}
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
 	cl.throttle = map[Transport]time.Time{}
@@ -137,40 +147,16 @@ func (c *clientCore) now() *time.Time {
 }
 
 // Send queues msg for the recipients in a transaction of its own and wakes the
-// workers after it commits. See SendTx.
+// workers after it commits. See SendTx. Concurrent calls share one
+// transaction and one commit (see docs/architecture.md, "Grouped commits"),
+// each answered only once its rows are committed; a call whose context ends
+// while it waits for its turn writes nothing and returns ctx.Err().
 func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message, opts *SendOptions) (SendResult, error) {
 	p, err := c.prepare(recipients, &msg, opts)
 	if err != nil {
 		return SendResult{}, err
 	}
-	// No transaction of our own: the driver writes the message and its
-	// deliveries atomically (one statement on PostgreSQL, one write
-	// transaction on SQLite), which saves two round trips per send.
-	return c.writeAndWake(ctx, opts, func(opts *SendOptions) (SendResult, error) {
-		return c.write(ctx, c.driver.Exec(), p, &msg, opts)
-	})
-}
-
-// writeAndWake runs write with the wake-up deferred past its commit (see
-// SendOptions.DeferWake), answers a recorded request with the first send's
-// result, and wakes the workers once what it queued has committed.
-func (c *Client[TTx]) writeAndWake(ctx context.Context, opts *SendOptions, write func(*SendOptions) (SendResult, error)) (SendResult, error) {
-	deferred := SendOptions{}
-	if opts != nil {
-		deferred = *opts
-	}
-	deferred.DeferWake = true
-	res, err := write(&deferred)
-	if errors.Is(err, driver.ErrRequestRecorded) {
-		return c.replay(ctx, c.driver.Exec(), &deferred)
-	}
-	if err != nil {
-		return SendResult{}, err
-	}
-	if res.Queued > 0 && deferred.ScheduledAt.IsZero() {
-		c.Wake()
-	}
-	return res, nil
+	return c.sendGrouped(ctx, &groupMember{p: p, msg: &msg}, opts)
 }
 
 // SendTx queues msg for the recipients inside the caller's transaction: if it
@@ -227,7 +213,18 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 	if opts == nil {
 		opts = &SendOptions{}
 	}
-	now := c.now()
+	id, n, err := ex.MessageInsert(ctx, c.insertParams(p, msg, opts))
+	if errors.Is(err, driver.ErrRequestRecorded) {
+		return SendResult{}, err
+	}
+	if err != nil {
+		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
+	}
+	return c.written(ctx, ex, p, opts, id, n)
+}
+
+// insertParams is the driver's view of a prepared send.
+func (c *clientCore) insertParams(p *prepared, msg *Message, opts *SendOptions) *driver.MessageInsertParams {
 	var scheduled *time.Time
 	if !opts.ScheduledAt.IsZero() {
 		scheduled = &opts.ScheduledAt
@@ -236,19 +233,19 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 	for i, r := range p.recipients {
 		nids[i] = notificationIDFor(msg.Type, r, opts.DedupKey)
 	}
-	id, n, err := ex.MessageInsert(ctx, &driver.MessageInsertParams{
-		Now: now, Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
+	return &driver.MessageInsertParams{
+		Now: c.now(), Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
 		Image: p.image, Category: opts.Category, Ambiguity: string(p.policy),
 		ScheduledAt: scheduled, Lifetime: p.lifetime,
 		Recipients: p.recipients, NotificationIDs: nids, DedupKey: opts.DedupKey,
 		RequestHash: opts.RequestHash, Duplicates: p.dupes,
-	})
-	if errors.Is(err, driver.ErrRequestRecorded) {
-		return SendResult{}, err
 	}
-	if err != nil {
-		return SendResult{}, fmt.Errorf("oncepush: write message: %w", err)
-	}
+}
+
+// written finishes a send whose message id and insert count MessageInsert
+// returned: a message without deliveries is deleted again, the workers are
+// woken unless the wake-up is deferred.
+func (c *clientCore) written(ctx context.Context, ex driver.Executor, p *prepared, opts *SendOptions, id int64, n int) (SendResult, error) {
 	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
 	c.obs.Queued(res.Queued, res.Duplicates)
 	if n == 0 {
@@ -259,7 +256,7 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 		res.MessageID = 0
 		return res, nil
 	}
-	if scheduled == nil && !opts.DeferWake {
+	if opts.ScheduledAt.IsZero() && !opts.DeferWake {
 		if err := ex.Wake(ctx); err != nil {
 			return SendResult{}, fmt.Errorf("oncepush: wake workers: %w", err)
 		}

@@ -27,6 +27,7 @@ const (
 	MaxDevicesPerRecipientDefault = 10
 	CleanupIntervalDefault        = 10 * time.Minute
 	PollIntervalDefault           = time.Second
+	SendGroupsDefault             = 4
 )
 
 // Category configures one declared notification category.
@@ -78,6 +79,14 @@ type Config struct {
 	// once: it claims the next while earlier ones are in flight. 1 claims
 	// only once the previous batch is recorded. Default 4, at most 64.
 	PipelineDepth int `json:"pipelineDepth,omitempty"`
+	// SendGroups is how many groups of concurrent Send and SendToDevices
+	// calls one client writes at once, each group in one transaction with
+	// one commit; calls that arrive while that many are being written wait
+	// and form the next group. Default SendGroupsDefault (4), or 1 with a
+	// driver that lets one transaction write at a time
+	// (driver.SingleWriter: SQLite), where more groups would only wait for
+	// the write lock, and be smaller.
+	SendGroups int `json:"sendGroups,omitempty"`
 	// RunBudget bounds a run: no send starts after it, and the run ends. Default 10 s.
 	RunBudget time.Duration `json:"runBudget,omitempty"`
 	// SendTimeout bounds one provider call. Default 15 s.
@@ -172,6 +181,7 @@ func (cfg *Config) withDefaults() (*Config, error) {
 		{"BackoffMax", int64(c.BackoffMax)}, {"MessageLifetime", int64(c.MessageLifetime)},
 		{"Retention", int64(c.Retention)}, {"MaxDevicesPerRecipient", int64(c.MaxDevicesPerRecipient)},
 		{"CleanupInterval", int64(c.CleanupInterval)}, {"PollInterval", int64(c.PollInterval)},
+		{"SendGroups", int64(c.SendGroups)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {

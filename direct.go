@@ -70,15 +70,7 @@ func (c *Client[TTx]) SendToDevices(ctx context.Context, devices []DeviceAddress
 	if err != nil {
 		return SendResult{}, err
 	}
-	return c.writeAndWake(ctx, opts, func(opts *SendOptions) (SendResult, error) {
-		var res SendResult
-		err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-			var err error
-			res, err = c.writeDirect(ctx, ex, ds, p, &msg, opts)
-			return err
-		})
-		return res, err
-	})
+	return c.sendGrouped(ctx, &groupMember{p: p, msg: &msg, devices: ds}, opts)
 }
 
 // SendToDevicesTx is SendToDevices inside the caller's transaction, as SendTx

@@ -10,7 +10,8 @@ import (
 // be quick and must not block. Embed NopObserver to implement only some.
 type Observer interface {
 	// Queued: a send wrote deliveries (and found duplicates: dedup hits). For
-	// SendTx it is called when the rows are written, before the caller's commit.
+	// SendTx it is called when the rows are written, before the caller's commit;
+	// for a send written in a group with others, before the group's commit.
 	Queued(queued, duplicates int)
 	// Submitted: one provider call ended with this outcome after latency.
 	Submitted(t Transport, o Outcome, latency time.Duration)
@@ -66,3 +67,10 @@ func (g guardedObserver) Ambiguous(t Transport, rec bool) {
 }
 func (g guardedObserver) Finished(s DeliveryStatus) { g.call("finished", func() { g.o.Finished(s) }) }
 func (g guardedObserver) LeaseLost(n int)           { g.call("lease_lost", func() { g.o.LeaseLost(n) }) }
+
+// SendGroup implements SendGroupObserver when the observer does.
+func (g guardedObserver) SendGroup(n int) {
+	if o, ok := g.o.(SendGroupObserver); ok {
+		g.call("send_group", func() { o.SendGroup(n) })
+	}
+}

@@ -112,6 +112,14 @@ type Driver[TTx any] interface {
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
 }
 
+// SingleWriter is implemented by a driver whose database lets one
+// transaction write at a time (SQLite's one write lock): the engine then
+// writes one group of concurrent sends at a time (oncepush.Config.SendGroups),
+// since a second group would only wait for the first's lock.
+type SingleWriter interface {
+	SingleWriter()
+}
+
 // MigrateResult says what Migrate did.
 type MigrateResult struct {
 	Applied []int // versions applied by this call, in order
@@ -129,6 +137,17 @@ type Executor interface {
 	// and how many deliveries it inserted. It is atomic on its own (PostgreSQL:
 	// one statement; SQLite: one write transaction when not in one already).
 	MessageInsert(ctx context.Context, p *MessageInsertParams) (id int64, inserted int, err error)
+	// MessageInsertMany writes several sends as MessageInsert would, each
+	// independently of the others, and returns one result per element of
+	// ps, in order (a group commit: the engine calls it in InTx, so that the
+	// sends share one commit; outside a transaction it runs in one of its
+	// own). A send with a RequestHash whose key is recorded already writes
+	// nothing and its result's Err is ErrRequestRecorded, the others being
+	// written as if it had not been there (a savepoint each); a send without
+	// one cannot fail on its own. Any other error is returned, and then
+	// nothing of any send may be committed: the caller rolls back.
+	// PostgreSQL sends all of them in one round trip.
+	MessageInsertMany(ctx context.Context, ps []*MessageInsertParams) ([]MessageInserted, error)
 	// MessageDelete deletes a message (one whose deliveries were all duplicates).
 	MessageDelete(ctx context.Context, id int64) error
 	// Wake tells listening workers that work may be due, delivered only when the
@@ -337,6 +356,15 @@ type MessageInsertParams struct {
 	// (a concurrent writer of the key is waited for first).
 	RequestHash []byte
 	Duplicates  int
+}
+
+// MessageInserted is one send's result of MessageInsertMany: what
+// MessageInsert would have returned.
+type MessageInserted struct {
+	ID       int64
+	Inserted int
+	// Err is nil or ErrRequestRecorded (then nothing of the send was written).
+	Err error
 }
 
 // DeliveryClaimParams leases due deliveries.

@@ -135,6 +135,12 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},
 		{"ForeignTextIsRedacted", testForeignTextIsRedacted[TTx]},
+		{"SendsShareOneCommit", testSendsShareOneCommit[TTx]},
+		{"GroupMembersFailAlone", testGroupMembersFailAlone[TTx]},
+		{"GroupCommitFails", testGroupCommitFails[TTx]},
+		{"GroupAnsweredAfterCommit", testGroupAnsweredAfterCommit[TTx]},
+		{"GroupLeftWhenCanceled", testGroupLeftWhenCanceled[TTx]},
+		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
 	})
 }
 

@@ -10,13 +10,16 @@ import (
 	"github.com/oncepush/oncepush/driver"
 )
 
-// countingDriver counts the transactions and engine statements a run makes.
+// countingDriver counts the transactions and engine statements a run (or a
+// group of sends) makes.
 type countingDriver[TTx any] struct {
 	driver.Driver[TTx]
-	n atomic.Int64
+	n   atomic.Int64 // statements, BEGIN and COMMIT included
+	txs atomic.Int64 // transactions begun
 }
 
 func (d *countingDriver[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	d.txs.Add(1)
 	d.n.Add(2) // BEGIN, COMMIT
 	return d.Driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
 		return fn(ctx, tx, &countingExec{Executor: ex, n: &d.n})
@@ -27,9 +30,10 @@ func (d *countingDriver[TTx]) Exec() driver.Executor {
 	return &countingExec{Executor: d.Driver.Exec(), n: &d.n}
 }
 
-// countingExec counts the statements of the delivery path; a method the run
-// calls that is not listed here passes through uncounted, so the list must
-// follow claim.go, submit.go and record.go.
+// countingExec counts the statements of the delivery path and of sends; a
+// method the engine calls that is not listed here passes through uncounted,
+// so the list must follow claim.go, submit.go, record.go, client.go and
+// sendgroup.go.
 type countingExec struct {
 	driver.Executor
 	n *atomic.Int64
@@ -41,6 +45,21 @@ func (e *countingExec) countUnlessEmpty(n int) {
 	if n > 0 {
 		e.n.Add(1)
 	}
+}
+
+func (e *countingExec) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, int, error) {
+	e.n.Add(1)
+	return e.Executor.MessageInsert(ctx, p)
+}
+
+func (e *countingExec) MessageInsertMany(ctx context.Context, ps []*driver.MessageInsertParams) ([]driver.MessageInserted, error) {
+	e.countUnlessEmpty(len(ps))
+	return e.Executor.MessageInsertMany(ctx, ps)
+}
+
+func (e *countingExec) MessageDelete(ctx context.Context, id int64) error {
+	e.n.Add(1)
+	return e.Executor.MessageDelete(ctx, id)
 }
 
 func (e *countingExec) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {

@@ -318,6 +318,41 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	return id, n, nil
 }
 
+// MessageInsertMany implements driver.Executor: the sends one after the
+// other in the executor's transaction (or one write transaction of its
+// own), those recording a request each in a savepoint.
+func (e *executor) MessageInsertMany(ctx context.Context, ps []*driver.MessageInsertParams) ([]driver.MessageInserted, error) {
+	out := make([]driver.MessageInserted, len(ps))
+	err := e.write(ctx, func(db dbtx) error {
+		tx := db.(*sql.Tx)
+		in := &executor{tx: tx}
+		for i, p := range ps {
+			insert := func() error {
+				var err error
+				out[i].ID, out[i].Inserted, err = in.MessageInsert(ctx, p)
+				return err
+			}
+			if p.RequestHash == nil {
+				if err := insert(); err != nil {
+					return err
+				}
+				continue
+			}
+			err := savepoint(ctx, tx, "oncepush_send", insert)
+			if errors.Is(err, driver.ErrRequestRecorded) {
+				out[i] = driver.MessageInserted{Err: err}
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (e *executor) MessageDelete(ctx context.Context, id int64) error {
 	return e.exec(ctx, q.Get("MessageDelete"), sql.Named("id", id))
 }

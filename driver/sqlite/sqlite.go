@@ -348,6 +348,10 @@ func New(db *sql.DB) *Driver {
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "sqlite" }
 
+// SingleWriter implements driver.SingleWriter: one transaction writes to
+// the file at a time.
+func (d *Driver) SingleWriter() {}
+
 // DB returns the handle the driver runs on: begin the transactions you pass to
 // SendTx on it.
 func (d *Driver) DB() *sql.DB { return d.db }

@@ -52,6 +52,18 @@ type Hooks struct {
 	// OnCleanupDone is called when a started client's periodic cleanup round
 	// has ended (whether or not it held the lock, or failed).
 	OnCleanupDone func()
+	// OnSendQueued is called when a Send or SendToDevices has queued its
+	// write for a grouped commit, with the number of sends queued, its own
+	// included. Hooks of the send's context.
+	OnSendQueued func(queued int)
+	// OnGroupTaking is called when a group's leader is about to take the
+	// queued sends; while it blocks, sends keep queueing. Hooks of the
+	// leader's context.
+	OnGroupTaking func()
+	// OnGroupCommitting is called inside the transaction of a group of two
+	// or more sends, once its statements have run, just before COMMIT, with
+	// the number of sends in it. Hooks of the leader's context.
+	OnGroupCommitting func(members int)
 }
 
 type hooksKey struct{}
@@ -122,6 +134,27 @@ func (h *Hooks) StopWaiting() {
 func (h *Hooks) CleanupDone() {
 	if h != nil && h.OnCleanupDone != nil {
 		h.OnCleanupDone()
+	}
+}
+
+// SendQueued calls OnSendQueued if set.
+func (h *Hooks) SendQueued(queued int) {
+	if h != nil && h.OnSendQueued != nil {
+		h.OnSendQueued(queued)
+	}
+}
+
+// GroupTaking calls OnGroupTaking if set.
+func (h *Hooks) GroupTaking() {
+	if h != nil && h.OnGroupTaking != nil {
+		h.OnGroupTaking()
+	}
+}
+
+// GroupCommitting calls OnGroupCommitting if set.
+func (h *Hooks) GroupCommitting(members int) {
+	if h != nil && h.OnGroupCommitting != nil {
+		h.OnGroupCommitting(members)
 	}
 }
 

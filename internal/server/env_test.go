@@ -29,6 +29,7 @@ import (
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/internal/openapitest"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/internal/testdb"
@@ -145,6 +146,9 @@ type env struct {
 	admin string
 	// routes is the server's route table.
 	routes []server.Route
+
+	// hooks, when set, are the engine's test hooks of every API request.
+	hooks atomic.Pointer[enginetest.Hooks]
 
 	logs    *testlog.Buffer
 	mu      sync.Mutex
@@ -271,7 +275,13 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 		t.Fatalf("server.New: %v", err)
 	}
 	e.routes = server.RoutesOf(srv)
-	ts := httptest.NewServer(srv.Handler())
+	api := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := e.hooks.Load(); h != nil {
+			r = r.WithContext(enginetest.WithHooks(r.Context(), h))
+		}
+		api.ServeHTTP(w, r)
+	}))
 	t.Cleanup(ts.Close)
 	ops := httptest.NewServer(srv.OperationsHandler())
 	t.Cleanup(ops.Close)

@@ -31,9 +31,13 @@ type Metrics struct {
 	oldestAge  prometheus.Gauge
 	readAt     prometheus.Gauge
 	readFail   prometheus.Counter
+	groupSize  prometheus.Histogram
 }
 
-var _ oncepush.Observer = (*Metrics)(nil)
+var (
+	_ oncepush.Observer          = (*Metrics)(nil)
+	_ oncepush.SendGroupObserver = (*Metrics)(nil)
+)
 
 // NewMetrics registers oncepush's metrics, and the Go and process collectors,
 // on a registry of its own.
@@ -87,8 +91,12 @@ func NewMetrics() *Metrics {
 	m.readFail = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "oncepush_backlog_read_errors_total", Help: "Backlog reads that failed.",
 	})
+	m.groupSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "oncepush_send_group_size", Help: "Sends written in one commit (concurrent sends share one).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+	})
 	for _, c := range []prometheus.Collector{m.queued, m.dedupHits, m.finished, m.attempts, m.latency, m.ambiguous,
-		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.backlogCap, m.oldestAge, m.readAt, m.readFail,
+		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.backlogCap, m.oldestAge, m.readAt, m.readFail, m.groupSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -124,6 +132,9 @@ func (m *Metrics) Queued(queued, duplicates int) {
 	m.queued.Add(float64(queued))
 	m.dedupHits.Add(float64(duplicates))
 }
+
+// SendGroup implements oncepush.SendGroupObserver.
+func (m *Metrics) SendGroup(members int) { m.groupSize.Observe(float64(members)) }
 
 // Submitted implements oncepush.Observer.
 func (m *Metrics) Submitted(t oncepush.Transport, o oncepush.Outcome, latency time.Duration) {
