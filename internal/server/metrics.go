@@ -31,6 +31,9 @@ type Metrics struct {
 	oldestAge  prometheus.Gauge
 	readAt     prometheus.Gauge
 	readFail   prometheus.Counter
+
+	// recent counts the last minutes' provider calls for GET /v1/activity.
+	recent recentRing
 }
 
 var _ oncepush.Observer = (*Metrics)(nil)
@@ -128,6 +131,7 @@ func (m *Metrics) Queued(queued, duplicates int) {
 // Submitted implements oncepush.Observer.
 func (m *Metrics) Submitted(t oncepush.Transport, o oncepush.Outcome, latency time.Duration) {
 	m.attempts.WithLabelValues(string(t), o.String()).Inc()
+	m.recent.call(t, o)
 	m.latency.WithLabelValues(string(t)).Observe(latency.Seconds())
 }
 
@@ -138,6 +142,7 @@ func (m *Metrics) Ambiguous(t oncepush.Transport, recovered bool) {
 		cause = "abandoned_run"
 	}
 	m.ambiguous.WithLabelValues(string(t), cause).Inc()
+	m.recent.ambiguousAttempt(t)
 }
 
 // Finished implements oncepush.Observer.

@@ -120,6 +120,9 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.log = slog.Default()
 	}
 	s.metrics = o.Metrics
+	if s.metrics != nil {
+		s.metrics.recent.useClock(o.Client.Config().Clock)
+	}
 	s.maxBody = o.MaxBodyBytes
 	if s.maxBody <= 0 {
 		s.maxBody = MaxBodyBytesDefault
@@ -264,6 +267,8 @@ func (s *Server[TTx]) table() []route {
 		{method: "PUT", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeDevices, h: s.putDevice},
 		{method: "GET", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeRead, h: s.listDevices},
 		{method: "DELETE", path: "/v1/devices", scope: apikey.ScopeDevices, h: s.deleteDevice},
+		{method: "POST", path: "/v1/devices/lookup", scope: apikey.ScopeRead, h: s.lookupDevice},
+		{method: "GET", path: "/v1/activity", scope: apikey.ScopeRead, h: s.getActivity},
 		{method: "POST", path: "/v1/sessions/{session}/revoke", scope: apikey.ScopeDevices, h: s.revokeSession},
 		{method: "DELETE", path: "/v1/recipients/{recipient}", scope: apikey.ScopeDevices, h: s.deleteRecipient},
 		{method: "GET", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeRead, h: s.getPreferences},
@@ -473,17 +478,24 @@ func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
 	if s.metrics == nil {
 		return nil
 	}
-	at := time.Now() // when it was read; the count itself is on the client's clock
-	if c := s.client.Config().Clock; c != nil {
-		at = c.Now()
-	}
-	b, err := s.client.Backlog(ctx, s.backlogMax)
+	b, at, err := s.readBacklog(ctx)
 	if err != nil {
 		s.metrics.readFail.Inc()
 		return fmt.Errorf("read the due backlog: %w", err)
 	}
 	s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
 	return nil
+}
+
+// readBacklog reads the due backlog, the count capped at BacklogCountMax,
+// and says when: for the metrics (RefreshBacklog) and GET /v1/activity.
+func (s *Server[TTx]) readBacklog(ctx context.Context) (oncepush.Backlog, time.Time, error) {
+	at := time.Now() // when it was read; the count itself is on the client's clock
+	if c := s.client.Config().Clock; c != nil {
+		at = c.Now()
+	}
+	b, err := s.client.Backlog(ctx, s.backlogMax)
+	return b, at, err
 }
 
 // WatchBacklog refreshes the backlog gauges every interval until ctx ends:
