@@ -22,6 +22,7 @@ import (
 	"github.com/oncepush/oncepush/api"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/console"
 )
 
 // MaxBodyBytesDefault bounds request bodies: 10,000 recipients of 100 bytes fit.
@@ -310,6 +311,11 @@ func (s *Server[TTx]) routes() {
 				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allowed)))
 		})
 	}
+	// The console's pages and the web client kit: static files beside the
+	// API, not operations of it (the pages call the API like any client).
+	s.mux.Handle("GET "+console.Path, console.Handler())
+	s.mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), http.RedirectHandler(console.Path, http.StatusMovedPermanently))
+	s.mux.Handle("GET "+console.WebPath, console.WebKit())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
 	})
