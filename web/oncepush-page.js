@@ -29,6 +29,21 @@ export function applicationServerKey(base64url) {
   return out;
 }
 
+// activated resolves once the registration has an active worker (which
+// navigator.serviceWorker.ready would not do for a page outside its scope).
+function activated(registration) {
+  return new Promise((resolve) => {
+    const w = registration.installing || registration.waiting || registration.active;
+    const check = () => {
+      if (w.state === "activated") {
+        resolve(registration);
+      }
+    };
+    w.addEventListener("statechange", check);
+    check();
+  });
+}
+
 // subscribe asks for permission (call it from a click: browsers refuse a
 // prompt without one), registers the service worker, subscribes (or reuses
 // the existing subscription) and passes subscription.toJSON() to register.
@@ -43,7 +58,7 @@ export async function subscribe({ vapidPublicKey, serviceWorker, scope, register
     throw new Error(`notification permission is ${permission}`);
   }
   const registration = await navigator.serviceWorker.register(serviceWorker, { type: "module", scope });
-  await navigator.serviceWorker.ready;
+  await activated(registration);
   let sub = await registration.pushManager.getSubscription();
   if (!sub) {
     sub = await registration.pushManager.subscribe({

@@ -39,8 +39,8 @@ var epoch = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 // chromiumPaths are where Debian's chromium package puts the browser.
 var chromiumPaths = []string{"/usr/bin/chromium", "/usr/lib/chromium/chromium"}
 
-// The package's one browser, started by the first test that needs it.
-var browser struct {
+// chrome is the package's one browser, started by the first test that needs it.
+var chrome struct {
 	once   sync.Once
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -50,8 +50,8 @@ var browser struct {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if browser.cancel != nil {
-		browser.cancel()
+	if chrome.cancel != nil {
+		chrome.cancel()
 	}
 	os.Exit(code)
 }
@@ -72,15 +72,15 @@ func chromiumPath() (string, error) {
 // tab opens a new tab of the package's browser for the test.
 func tab(t *testing.T) context.Context {
 	t.Helper()
-	browser.once.Do(func() {
+	chrome.once.Do(func() {
 		path, err := chromiumPath()
 		if err != nil {
-			browser.err = err
+			chrome.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "oncepush-chromium-")
 		if err != nil {
-			browser.err = err
+			chrome.err = err
 			return
 		}
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -91,20 +91,20 @@ func tab(t *testing.T) context.Context {
 			chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("hide-scrollbars", true),
 		)
 		ctx, cancelCtx := chromedp.NewContext(alloc)
-		browser.ctx = ctx
-		browser.cancel = func() {
+		chrome.ctx = ctx
+		chrome.cancel = func() {
 			cancelCtx()
 			cancelAlloc()
 			_ = os.RemoveAll(dir)
 		}
 		if err := chromedp.Do(ctx); err != nil { // starts the browser
-			browser.err = fmt.Errorf("start Chromium (%s): %w", path, err)
+			chrome.err = fmt.Errorf("start Chromium (%s): %w", path, err)
 		}
 	})
-	if browser.err != nil {
-		t.Fatal(browser.err)
+	if chrome.err != nil {
+		t.Fatal(chrome.err)
 	}
-	ctx, cancel := chromedp.NewContext(browser.ctx)
+	ctx, cancel := chromedp.NewContext(chrome.ctx)
 	t.Cleanup(cancel)
 	// The page's uncaught errors and console output go to the test's log.
 	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
