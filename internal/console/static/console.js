@@ -220,7 +220,10 @@ function summaryOf(deliveries) {
 // --- views
 
 // Each view renders into the container and may return a function that
-// stops it (the backlog's refresh).
+// stops it (the backlog's refresh). Campaigns have no view yet: oncepush
+// has no campaigns API. When it does, a "campaigns" view goes here (progress
+// and totals from GET /v1/campaigns/{id}; pause, cancel, resume) and its
+// link replaces the "not available yet" item of index.html's navigation.
 const views = {
   async notifications(view, _arg, params) {
     const q = new URLSearchParams({ limit: "25" });
