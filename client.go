@@ -369,6 +369,25 @@ func (c *Client[TTx]) Devices(ctx context.Context, recipient string) ([]Device, 
 	return out, nil
 }
 
+// DeviceByToken returns the registration of a (transport, token), in any
+// spelling of the token, or ErrNotFound. The error for a malformed token is
+// a *ValidationError naming "transport" or "token".
+func (c *Client[TTx]) DeviceByToken(ctx context.Context, transport Transport, token Token) (*Device, error) {
+	_, key, err := c.transports.normalizeToken(transport, string(token))
+	if err != nil {
+		return nil, err
+	}
+	row, err := c.driver.Exec().DeviceGetByToken(ctx, string(transport), key)
+	if errors.Is(err, driver.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: look up a device: %w", err)
+	}
+	d := deviceFromRow(row)
+	return &d, nil
+}
+
 // RevokeSession stops every device bound to the session at once, even one whose
 // app never unregistered: its registrations are deleted, and a registration that
 // races in afterwards under the same session is refused (ErrSessionRevoked) for

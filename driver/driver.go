@@ -213,6 +213,9 @@ type Executor interface {
 	DeviceUnregister(ctx context.Context, p *DeviceUnregisterParams) (int, error)
 	// DeviceListByRecipient returns a recipient's devices, newest registration first.
 	DeviceListByRecipient(ctx context.Context, recipient string) ([]*Device, error)
+	// DeviceGetByToken returns the registration of a (transport, token key),
+	// or ErrNotFound.
+	DeviceGetByToken(ctx context.Context, transport, tokenKey string) (*Device, error)
 	// SessionRevoke records the session as revoked, for good, and deletes its
 	// devices, including those of registrations that were still uncommitted
 	// when it began (it waits for them; SQLite's single writer does so anyway).

@@ -45,6 +45,18 @@ func testDevices[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("alice's devices after the move: %+v", devs)
 	}
 
+	// A lookup by token finds its current owner, in any spelling, and one
+	// transport's token only.
+	if got, err := b.client.DeviceByToken(b.ctx, oncepush.TransportFCM, "tok-aaaa-1111"); err != nil || got.ID != moved.ID || got.Recipient != "bob" {
+		t.Fatalf("DeviceByToken of the moved token = %+v, %v; want bob's device %d", got, err, moved.ID)
+	}
+	if got, err := b.client.DeviceByToken(b.ctx, oncepush.TransportAPNs, oncepush.Token(fmt.Sprintf("%064X", 0xABCDEF))); err != nil || got.ID != lower.ID {
+		t.Fatalf("DeviceByToken in upper case = %+v, %v; want device %d", got, err, lower.ID)
+	}
+	if _, err := b.client.DeviceByToken(b.ctx, oncepush.TransportRuStore, "tok-aaaa-1111"); !errors.Is(err, oncepush.ErrNotFound) {
+		t.Fatalf("DeviceByToken under another transport: %v, want ErrNotFound", err)
+	}
+
 	// Unregistering someone else's token answers the same, and changes nothing.
 	if err := b.client.UnregisterDevice(b.ctx, "alice", oncepush.TransportFCM, "tok-aaaa-1111"); err != nil {
 		t.Fatalf("unregister someone else's token: %v", err)

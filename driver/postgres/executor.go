@@ -386,6 +386,10 @@ func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) 
 	return query(ctx, e.db, scanDevice, q.Get("DeviceListByRecipient"), named{"recipient": recipient})
 }
 
+func (e *executor) DeviceGetByToken(ctx context.Context, transport, tokenKey string) (*driver.Device, error) {
+	return queryOne(ctx, e.db, scanDevice, q.Get("DeviceGetByToken"), named{"transport": transport, "token_key": tokenKey})
+}
+
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
 	var deleted int
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {

@@ -235,6 +235,12 @@ FROM oncepush_device
 WHERE recipient = @recipient
 ORDER BY registered_at DESC, id DESC;
 
+-- name: DeviceGetByToken :one
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+       created_at, registered_at
+FROM oncepush_device
+WHERE transport = @transport AND token_key = @token_key;
+
 -- name: SessionRevoke :exec
 INSERT INTO oncepush_revoked_session (session, revoked_at)
 VALUES (@session, coalesce(@now::timestamptz, now()))

@@ -629,6 +629,15 @@ func (e *executor) DeviceListByRecipient(ctx context.Context, recipient string) 
 	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipient"), sql.Named("recipient", recipient))
 }
 
+func (e *executor) DeviceGetByToken(ctx context.Context, transport, tokenKey string) (*driver.Device, error) {
+	d, err := scanDevice(e.conn().QueryRowContext(ctx, q.Get("DeviceGetByToken"),
+		sql.Named("transport", transport), sql.Named("token_key", tokenKey)))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return d, nil
+}
+
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
 	var deleted int
 	err := e.atomic(ctx, func(db dbtx) error {

@@ -40,6 +40,8 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 			"PUT /v1/recipients/{recipient}/devices":     obj{"transport": "apns", "token": e.token(oncepush.TransportAPNs)},
 			"GET /v1/recipients/{recipient}/devices":     nil,
 			"DELETE /v1/devices":                         obj{"transport": "fcm", "token": fcmTok},
+			"POST /v1/devices/lookup":                    obj{"transport": "fcm", "token": fcmTok},
+			"GET /v1/activity":                           nil,
 			"POST /v1/sessions/{session}/revoke":         nil,
 			"DELETE /v1/recipients/{recipient}":          nil,
 			"GET /v1/recipients/{recipient}/preferences": nil,

@@ -105,6 +105,29 @@ func (s *Server[TTx]) listDevices(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+type lookupRequest struct {
+	Transport string     `json:"transport" api:"required"`
+	Token     tokenField `json:"token" api:"required"`
+}
+
+// lookupDevice answers the registration of a token, masked, or 404. The
+// token is in the body, never in the URL (docs/decisions.md D75).
+func (s *Server[TTx]) lookupDevice(w http.ResponseWriter, r *http.Request) error {
+	var req lookupRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	d, err := s.client.DeviceByToken(r.Context(), oncepush.Transport(req.Transport), oncepush.Token(req.Token))
+	if errors.Is(err, oncepush.ErrNotFound) {
+		return problem(http.StatusNotFound, CodeNotFound, "no device is registered with this token")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewDevice(*d))
+	return nil
+}
+
 type unregisterRequest struct {
 	Transport string     `json:"transport" api:"required"`
 	Token     tokenField `json:"token" api:"required"`

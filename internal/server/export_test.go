@@ -31,3 +31,9 @@ type (
 	Preferences      = preferencesBody
 	QuietHours       = quietHours
 )
+
+// ActivityView is GET /v1/activity.
+type ActivityView = activityView
+
+// ActivityTransport is a transport's part of GET /v1/activity.
+type ActivityTransport = transportView

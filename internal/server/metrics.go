@@ -32,6 +32,9 @@ type Metrics struct {
 	readAt     prometheus.Gauge
 	readFail   prometheus.Counter
 	groupSize  prometheus.Histogram
+
+	// recent counts the last minutes' provider calls for GET /v1/activity.
+	recent recentRing
 }
 
 var (
@@ -139,6 +142,7 @@ func (m *Metrics) SendGroup(members int) { m.groupSize.Observe(float64(members))
 // Submitted implements oncepush.Observer.
 func (m *Metrics) Submitted(t oncepush.Transport, o oncepush.Outcome, latency time.Duration) {
 	m.attempts.WithLabelValues(string(t), o.String()).Inc()
+	m.recent.call(t, o)
 	m.latency.WithLabelValues(string(t)).Observe(latency.Seconds())
 }
 
@@ -149,6 +153,7 @@ func (m *Metrics) Ambiguous(t oncepush.Transport, recovered bool) {
 		cause = "abandoned_run"
 	}
 	m.ambiguous.WithLabelValues(string(t), cause).Inc()
+	m.recent.ambiguousAttempt(t)
 }
 
 // Finished implements oncepush.Observer.

@@ -21,6 +21,9 @@ func validRequests(e *env, id int64) map[string]struct {
 	body any
 } {
 	tok := e.token(oncepush.TransportFCM)
+	// A device of its own for the lookup, which DELETE /v1/devices leaves.
+	kept := e.token(oncepush.TransportFCM)
+	e.putDevice("u_1", obj{"transport": "fcm", "token": kept})
 	return map[string]struct {
 		path string
 		body any
@@ -34,6 +37,8 @@ func validRequests(e *env, id int64) map[string]struct {
 		"PUT /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok}},
 		"GET /v1/recipients/{recipient}/devices":     {"/v1/recipients/u_1/devices", nil},
 		"DELETE /v1/devices":                         {"/v1/devices", obj{"transport": "fcm", "token": tok}},
+		"POST /v1/devices/lookup":                    {"/v1/devices/lookup", obj{"transport": "fcm", "token": kept}},
+		"GET /v1/activity":                           {"/v1/activity", nil},
 		"POST /v1/sessions/{session}/revoke":         {"/v1/sessions/s_1/revoke", nil},
 		"DELETE /v1/recipients/{recipient}":          {"/v1/recipients/u_2", nil},
 		"GET /v1/recipients/{recipient}/preferences": {"/v1/recipients/u_1/preferences", nil},

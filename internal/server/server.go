@@ -24,6 +24,7 @@ import (
 	"github.com/oncepush/oncepush/api"
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/console"
 )
 
 // MaxBodyBytesDefault bounds request bodies: 10,000 recipients of 100 bytes fit.
@@ -130,6 +131,9 @@ func New[TTx any](o Options[TTx]) (*Server[TTx], error) {
 		s.log = slog.Default()
 	}
 	s.metrics = o.Metrics
+	if s.metrics != nil {
+		s.metrics.recent.useClock(o.Client.Config().Clock)
+	}
 	s.maxBody = o.MaxBodyBytes
 	if s.maxBody <= 0 {
 		s.maxBody = MaxBodyBytesDefault
@@ -275,6 +279,8 @@ func (s *Server[TTx]) table() []route {
 		{method: "PUT", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeDevices, h: s.putDevice},
 		{method: "GET", path: "/v1/recipients/{recipient}/devices", scope: apikey.ScopeRead, h: s.listDevices},
 		{method: "DELETE", path: "/v1/devices", scope: apikey.ScopeDevices, h: s.deleteDevice},
+		{method: "POST", path: "/v1/devices/lookup", scope: apikey.ScopeRead, h: s.lookupDevice},
+		{method: "GET", path: "/v1/activity", scope: apikey.ScopeRead, h: s.getActivity},
 		{method: "POST", path: "/v1/sessions/{session}/revoke", scope: apikey.ScopeDevices, h: s.revokeSession},
 		{method: "DELETE", path: "/v1/recipients/{recipient}", scope: apikey.ScopeDevices, h: s.deleteRecipient},
 		{method: "GET", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeRead, h: s.getPreferences},
@@ -316,6 +322,11 @@ func (s *Server[TTx]) routes() {
 				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allowed)))
 		})
 	}
+	// The console's pages and the web client kit: static files beside the
+	// API, not operations of it (the pages call the API like any client).
+	s.mux.Handle("GET "+console.Path, console.Handler())
+	s.mux.Handle("GET "+strings.TrimSuffix(console.Path, "/"), http.RedirectHandler(console.Path, http.StatusMovedPermanently))
+	s.mux.Handle("GET "+console.WebPath, console.WebKit())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
 	})
@@ -485,8 +496,7 @@ func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
 	if s.metrics == nil && s.maxBacklogAge == 0 {
 		return nil
 	}
-	at := s.now() // when it was read
-	b, err := s.client.Backlog(ctx, s.backlogMax)
+	b, at, err := s.readBacklog(ctx)
 	if err != nil {
 		if s.metrics != nil {
 			s.metrics.readFail.Inc()
@@ -534,6 +544,14 @@ func (s *Server[TTx]) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+// readBacklog reads the due backlog, the count capped at BacklogCountMax,
+// and says when: for the metrics (RefreshBacklog) and GET /v1/activity.
+func (s *Server[TTx]) readBacklog(ctx context.Context) (oncepush.Backlog, time.Time, error) {
+	at := s.now() // when it was read
+	b, err := s.client.Backlog(ctx, s.backlogMax)
+	return b, at, err
 }
 
 // WatchBacklog refreshes the backlog gauges every interval until ctx ends:

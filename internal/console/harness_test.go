@@ -1,0 +1,285 @@
+package console_test
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver/serverstore"
+	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/apikey"
+	"github.com/oncepush/oncepush/internal/server"
+	"github.com/oncepush/oncepush/pushtest"
+	"github.com/oncepush/oncepush/pushtest/fakeproviders"
+)
+
+// screenshots is where the tests write the console's screenshots: the
+// repository's docs/ when asked (go test ./internal/console -args
+// -screenshots=$PWD/docs), else a temporary directory (they are still
+// taken, so the command that makes them keeps working).
+var screenshots = flag.String("screenshots", "", "write the console's screenshots (PNG) into this directory")
+
+// epoch is where every test's clock starts: Monday 2026-01-05 09:00 UTC.
+var epoch = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+// chromiumPaths are where Debian's chromium package puts the browser.
+var chromiumPaths = []string{"/usr/bin/chromium", "/usr/lib/chromium/chromium"}
+
+// chrome is the package's one browser, started by the first test that needs it.
+var chrome struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if chrome.cancel != nil {
+		chrome.cancel()
+	}
+	os.Exit(code)
+}
+
+func chromiumPath() (string, error) {
+	for _, p := range chromiumPaths {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("the browser tests need Debian's Chromium (%s), which is not installed: "+
+		"run `apt-get install -y chromium` (./scripts/test does it when run as root), or put a chromium on PATH", chromiumPaths[0])
+}
+
+// tab opens a new tab of the package's browser for the test.
+func tab(t *testing.T) context.Context {
+	t.Helper()
+	chrome.once.Do(func() {
+		path, err := chromiumPath()
+		if err != nil {
+			chrome.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "oncepush-chromium-")
+		if err != nil {
+			chrome.err = err
+			return
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.DisableGPU, chromedp.NoSandbox, chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(dir), chromedp.WindowSize(1200, 900),
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("hide-scrollbars", true),
+		)
+		ctx, cancelCtx := chromedp.NewContext(alloc)
+		chrome.ctx = ctx
+		chrome.cancel = func() {
+			cancelCtx()
+			cancelAlloc()
+			_ = os.RemoveAll(dir)
+		}
+		if err := chromedp.Do(ctx); err != nil { // starts the browser
+			chrome.err = fmt.Errorf("start Chromium (%s): %w", path, err)
+		}
+	})
+	if chrome.err != nil {
+		t.Fatal(chrome.err)
+	}
+	ctx, cancel := chromedp.NewContext(chrome.ctx)
+	t.Cleanup(cancel)
+	// The page's uncaught errors and console output go to the test's log.
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	logged := chromedp.Events(ctx, runtime.ConsoleAPICalled)
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			t.Logf("page exception: %s %s", ev.ExceptionDetails.Text, exceptionText(ev.ExceptionDetails))
+		}
+	}()
+	go func() {
+		for ev, err := range logged {
+			if err != nil {
+				return
+			}
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			t.Logf("page console.%s: %s", ev.Type, strings.Join(args, " "))
+		}
+	}()
+	// The test's deadline, not a budget of our own: a wait that never ends
+	// fails with the test binary's -timeout.
+	stop := context.AfterFunc(t.Context(), cancel)
+	t.Cleanup(func() { stop() })
+	return ctx
+}
+
+// env is one test's oncepush server, on SQLite, with the real provider
+// clients talking to the fake providers, and a clock the test moves.
+type env struct {
+	t      *testing.T
+	url    string
+	clock  *pushtest.Clock
+	fake   *pushtest.FakeServer
+	client *oncepush.Client[*sql.Tx]
+	store  serverstore.Executor
+	// admin holds every scope.
+	admin string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, clock: pushtest.NewClock(epoch)}
+	drv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "oncepush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close() })
+	store := drv.ServerStore()
+	if _, err := drv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.fake = pushtest.NewFakeServerWith(t, &pushtest.FakeOptions{Clock: e.clock})
+	quiet := slog.New(slog.DiscardHandler)
+	providers, err := fakeproviders.New(e.fake, fakeproviders.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := server.NewMetrics()
+	cfg := &oncepush.Config{Providers: providers, Observer: metrics, Clock: e.clock, Logger: quiet}
+	server.Configure(cfg, store)
+	if e.client, err = oncepush.NewClient(drv, cfg); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options[*sql.Tx]{Client: e.client, Store: store, Metrics: metrics, Logger: quiet, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	e.url = ts.URL
+	e.store = store.Exec()
+	e.admin = e.key(apikey.ScopeAdmin)
+	return e
+}
+
+// key stores a new API key with the scopes and returns it.
+func (e *env) key(scopes ...string) string {
+	e.t.Helper()
+	k, err := apikey.New()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.store.APIKeyInsert(e.t.Context(), &serverstore.APIKey{ID: k.ID(), Name: "test", Hash: k.Hash(), Scopes: scopes}); err != nil {
+		e.t.Fatal(err)
+	}
+	return string(k)
+}
+
+// register registers a device for the recipient.
+func (e *env) register(recipient string, tr oncepush.Transport, token oncepush.Token) *oncepush.Device {
+	e.t.Helper()
+	d, err := e.client.RegisterDevice(e.t.Context(), oncepush.Device{Recipient: recipient, Transport: tr, Token: token})
+	if err != nil {
+		e.t.Fatalf("register %s for %s: %v", tr, recipient, err)
+	}
+	return d
+}
+
+// send sends msg to the recipients and returns the notification's id.
+func (e *env) send(recipients []string, msg oncepush.Message, opts *oncepush.SendOptions) int64 {
+	e.t.Helper()
+	res, err := e.client.Send(e.t.Context(), recipients, msg, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.MessageID
+}
+
+// drain delivers everything due at the clock's now.
+func (e *env) drain() {
+	e.t.Helper()
+	if _, err := e.client.Drain(context.WithoutCancel(e.t.Context())); err != nil {
+		e.t.Fatalf("Drain: %v", err)
+	}
+}
+
+// do runs browser actions, failing the test on an error.
+func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs one browser action that returns a value.
+func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// text is the text of the first element the CSS selector matches, once
+// it is visible.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(sel)))
+	return run(t, ctx, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// until waits for a JavaScript predicate to hold, polling it (the test's
+// deadline bounds the wait) and returns its value.
+func until[T any](t *testing.T, ctx context.Context, predicate string) T {
+	t.Helper()
+	return run(t, ctx, chromedp.Poll[T](predicate, chromedp.WithPollingTimeout(0), chromedp.WithPollingInterval(10*time.Millisecond)))
+}
+
+// screenshot writes the tab's viewport as docs/console-<name>.png (or into
+// a temporary directory).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	png := run(t, ctx, chromedp.CaptureScreenshot())
+	dir := *screenshots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d.Exception != nil {
+		return d.Exception.Description
+	}
+	return ""
+}

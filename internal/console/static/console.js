@@ -1,0 +1,567 @@
+// oncepush console: one page, hash routes, the public HTTP API only.
+//
+// The API key is entered once per tab and kept in sessionStorage; it is
+// sent as "Authorization: Bearer …" on each request and never put in a URL.
+// Everything shown is inserted as text (textContent), never as HTML.
+
+const KEY = "oncepush.apiKey";
+const REFRESH_MS = 5000; // the backlog view's refresh
+
+const $ = (id) => document.getElementById(id);
+
+// el builds an element: attrs are properties or attributes ("data-…",
+// "aria-…"), children are nodes or strings (text).
+function el(tag, attrs = {}, ...children) {
+  const svg = ["svg", "rect", "line", "text", "g", "title"].includes(tag);
+  const e = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (svg || k.startsWith("data-") || k.startsWith("aria-") || k === "role" || k === "for" || k === "scope") {
+      e.setAttribute(k, String(v));
+    } else {
+      e[k] = v;
+    }
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
+  }
+  return e;
+}
+
+// ApiError is a problem+json answer (or a failure to get one).
+class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(method, path, body, key = sessionStorage.getItem(KEY)) {
+  const headers = { Accept: "application/json" };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const init = { method, headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, { title: "The server cannot be reached", code: "network", detail: String(err.message || err) });
+  }
+  const text = await res.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!res.ok) {
+    throw new ApiError(res.status, json && json.code ? json : { title: `HTTP ${res.status}`, code: "http_" + res.status, detail: text.slice(0, 200) });
+  }
+  return json;
+}
+
+// explain says plainly what a problem means for the operator.
+function explain(err) {
+  const p = err.problem || {};
+  switch (p.code) {
+    case "unauthorized":
+      return `The API key was refused: ${p.detail}. Enter a valid key.`;
+    case "forbidden":
+      return `The API key is valid but not allowed to do this: ${p.detail}.`;
+    case "not_found":
+      return `Not found: ${p.detail}.`;
+    case "unavailable":
+      return `The server cannot reach its database right now: ${p.detail}. Try again shortly.`;
+    default:
+      return p.detail || err.message;
+  }
+}
+
+// fill replaces a container's children; arrays are spread, empty values
+// left out.
+function fill(container, ...children) {
+  container.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+function showError(err) {
+  const box = $("error");
+  box.replaceChildren(
+    el("strong", {}, `${err.problem?.title || "Error"} (${err.problem?.code || "error"}, HTTP ${err.status})`),
+    el("span", { className: "error-text" }, explain(err)),
+  );
+  box.dataset.code = err.problem?.code || "";
+  box.hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+  $("error").replaceChildren();
+  delete $("error").dataset.code;
+}
+
+// --- formatting
+
+const fmtTime = (s) => (s ? s.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "—");
+
+function fmtAge(seconds) {
+  if (!seconds) return "none due";
+  if (seconds < 90) return `${Math.round(seconds)} s`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+const pct = (x) => `${(x * 100).toFixed(1)} %`;
+
+function table(head, rows, caption) {
+  return el(
+    "div",
+    { className: "table" },
+    el(
+      "table",
+      {},
+      caption ? el("caption", { className: "hint" }, caption) : null,
+      el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", className: h.num ? "num" : "" }, h.label ?? h)))),
+      el("tbody", {}, rows),
+    ),
+  );
+}
+
+// --- "sent twice?"
+
+// verdictOf answers "was this sent twice?" for one delivery, in words.
+function verdictOf(d) {
+  const devs = d.devices || [];
+  const submitted = devs.reduce((n, a) => n + a.submissions, 0);
+  const twice = devs.filter((a) => a.submissions > 1);
+  const lost = devs.reduce((n, a) => n + a.ambiguous, 0);
+  if (submitted === 0) return { kind: "none", text: "Not sent to any device" };
+  if (twice.length > 0) {
+    const s = twice.map((a) => `device ${a.deviceId}: ${a.submissions} submissions${a.ambiguous ? `, ${a.ambiguous} answer(s) lost` : ""}`);
+    return { kind: "twice", text: `Sent twice: ${s.join("; ")}` };
+  }
+  if (lost > 0) return { kind: "maybe", text: `Sent once; the provider's answer was lost (${lost}), so it may have arrived or not` };
+  return { kind: "once", text: "Sent once to each device" };
+}
+
+function attemptRows(d) {
+  return (d.devices || []).map((a) =>
+    el(
+      "tr",
+      { "data-device-id": a.deviceId },
+      el("td", { className: "num" }, a.deviceId),
+      el("td", {}, a.transport),
+      el("td", { className: "state" }, a.state),
+      el("td", { className: "num submissions" }, a.submissions),
+      el("td", { className: "num" }, a.ambiguous ? `${a.ambiguous} lost` : "0"),
+      el("td", { className: "mono provider-id" }, a.providerId || "—"),
+      el("td", { className: "attempt-error" }, a.error || "—"),
+      el("td", {}, fmtTime(a.firstSentAt)),
+      el("td", {}, fmtTime(a.lastSentAt)),
+    ),
+  );
+}
+
+const attemptHead = [
+  { label: "Device", num: true }, "Transport", "State", { label: "Submissions", num: true }, { label: "Answers lost", num: true },
+  "Provider id", "Provider error", "First sent", "Last sent",
+];
+
+function deliveryCard(d, { showNotification = true, showRecipient = false } = {}) {
+  const v = verdictOf(d);
+  return el(
+    "article",
+    { className: "delivery", "data-delivery-id": d.id, "aria-labelledby": `delivery-${d.id}` },
+    el(
+      "h3",
+      { id: `delivery-${d.id}` },
+      `Delivery ${d.id} · `,
+      showNotification ? el("a", { href: `#/notification/${d.notificationId}` }, `notification ${d.notificationId}`) : null,
+      showRecipient ? el("a", { href: `#/recipient/${encodeURIComponent(d.recipient)}` }, `recipient ${d.recipient}`) : null,
+      ` · status: `,
+      el("span", { className: "status" }, d.status),
+    ),
+    el("p", { className: `verdict ${v.kind}`, "data-verdict": v.kind }, `Sent twice? ${v.text}.`),
+    el(
+      "dl",
+      { className: "facts" },
+      el("dt", {}, "oncepush id"), el("dd", { className: "mono" }, d.oncepushId),
+      d.dedupeKey ? [el("dt", {}, "Dedup key"), el("dd", { className: "mono" }, d.dedupeKey)] : null,
+      el("dt", {}, "Created"), el("dd", {}, fmtTime(d.createdAt)),
+      d.finishedAt ? [el("dt", {}, "Finished"), el("dd", {}, fmtTime(d.finishedAt))] : null,
+      d.nextAttemptAt ? [el("dt", {}, "Next attempt"), el("dd", {}, fmtTime(d.nextAttemptAt))] : null,
+      el("dt", {}, "Attempts (retries)"), el("dd", {}, String(d.attempts)),
+      d.lastError ? [el("dt", {}, "Last error"), el("dd", { className: "last-error" }, d.lastError)] : null,
+    ),
+    d.devices.length ? table(attemptHead, attemptRows(d)) : el("p", { className: "hint" }, "No device attempt."),
+  );
+}
+
+// summaryOf answers "did we send this twice?" for a page of deliveries.
+function summaryOf(deliveries) {
+  const twice = deliveries.filter((d) => verdictOf(d).kind === "twice");
+  const maybe = deliveries.filter((d) => verdictOf(d).kind === "maybe");
+  const byId = new Map();
+  for (const d of deliveries) byId.set(d.oncepushId, [...(byId.get(d.oncepushId) || []), d.id]);
+  const repeated = [...byId.values()].filter((ids) => ids.length > 1);
+  const lines = [];
+  if (twice.length) lines.push(`Yes: ${twice.length} deliver${twice.length === 1 ? "y was" : "ies were"} submitted to a device more than once (delivery ${twice.map((d) => d.id).join(", ")}).`);
+  if (repeated.length) lines.push(`Yes: the same notification id is in several deliveries (deliveries ${repeated.map((ids) => ids.join(" and ")).join("; ")}).`);
+  if (maybe.length) lines.push(`Maybe: ${maybe.length} deliver${maybe.length === 1 ? "y has" : "ies have"} an answer lost (delivery ${maybe.map((d) => d.id).join(", ")}).`);
+  if (!lines.length) lines.push(`No: every device was submitted each notification at most once (${deliveries.length} deliveries on this page).`);
+  const kind = twice.length || repeated.length ? "twice" : maybe.length ? "maybe" : "once";
+  return el("div", { className: "summary", id: "twice-summary", "data-verdict": kind }, el("strong", {}, "Sent twice? "), lines.join(" "));
+}
+
+// --- views
+
+// Each view renders into the container and may return a function that
+// stops it (the backlog's refresh). Campaigns have no view yet: oncepush
+// has no campaigns API. When it does, a "campaigns" view goes here (progress
+// and totals from GET /v1/campaigns/{id}; pause, cancel, resume) and its
+// link replaces the "not available yet" item of index.html's navigation.
+const views = {
+  async notifications(view, _arg, params) {
+    const q = new URLSearchParams({ limit: "25" });
+    if (params.get("status")) q.set("status", params.get("status"));
+    if (params.get("cursor")) q.set("cursor", params.get("cursor"));
+    const page = await api("GET", `/v1/notifications?${q}`);
+    const status = el("select", { id: "filter-status", name: "status" },
+      ["", "pending", "done"].map((s) => el("option", { value: s, selected: s === (params.get("status") || "") }, s || "any")));
+    const form = el("form", { id: "filter-form" }, el("label", { for: "filter-status" }, "Status"), status, el("button", { type: "submit" }, "Filter"));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      location.hash = `#/notifications${status.value ? `?status=${status.value}` : ""}`;
+    });
+    const rows = page.notifications.map((n) =>
+      el("tr", {},
+        el("td", { className: "num" }, el("a", { href: `#/notification/${n.id}` }, String(n.id))),
+        el("td", {}, fmtTime(n.createdAt)), el("td", {}, n.type || "—"), el("td", {}, n.title || "—"),
+        el("td", {}, n.category || "—"), el("td", {}, n.ambiguity)));
+    const next = page.nextCursor
+      ? el("p", {}, el("a", { href: `#/notifications?${new URLSearchParams({ ...(params.get("status") ? { status: params.get("status") } : {}), cursor: page.nextCursor })}` }, "Older notifications"))
+      : null;
+    fill(view,
+      el("h1", {}, "Notifications, newest first"), form,
+      rows.length ? table(["Id", "Created", "Type", "Title", "Category", "Ambiguity policy"], rows) : el("p", {}, "No notification."),
+      next,
+    );
+  },
+
+  async recipient(view, arg, params) {
+    const input = el("input", { id: "recipient-input", name: "recipient", value: arg || "", required: true, autocomplete: "off", placeholder: "u_8831" });
+    const form = el("form", { id: "recipient-form", role: "search" },
+      el("label", { for: "recipient-input" }, "Recipient id"), input, el("button", { type: "submit" }, "Show activity"));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      location.hash = `#/recipient/${encodeURIComponent(input.value.trim())}`;
+    });
+    if (!arg) {
+      fill(view, el("h1", {}, "A recipient's activity"), form);
+      input.focus();
+      return;
+    }
+    const enc = encodeURIComponent(arg);
+    const q = new URLSearchParams({ limit: "50" });
+    if (params.get("cursor")) q.set("cursor", params.get("cursor"));
+    const [page, devices] = await Promise.all([
+      api("GET", `/v1/recipients/${enc}/deliveries?${q}`),
+      api("GET", `/v1/recipients/${enc}/devices`),
+    ]);
+    const devRows = devices.devices.map((d) =>
+      el("tr", { "data-device-id": d.id }, el("td", { className: "num" }, d.id), el("td", {}, d.transport), el("td", { className: "mono" }, d.token),
+        el("td", {}, d.platform || "—"), el("td", {}, d.session || "—"), el("td", {}, fmtTime(d.registeredAt))));
+    fill(view,
+      el("h1", {}, "Activity of ", el("span", { className: "mono", id: "recipient-name" }, arg)),
+      form,
+      page.deliveries.length ? summaryOf(page.deliveries) : null,
+      el("h2", {}, "Devices registered now"),
+      devRows.length ? table(["Device", "Transport", "Token (masked)", "Platform", "Session", "Registered"], devRows) : el("p", {}, "No device registered."),
+      el("h2", {}, "Deliveries, newest first"),
+      page.deliveries.length ? page.deliveries.map((d) => deliveryCard(d)) : el("p", { id: "no-deliveries" }, "No delivery to this recipient."),
+      page.nextCursor ? el("p", {}, el("a", { href: `#/recipient/${enc}?cursor=${page.nextCursor}` }, "Older deliveries")) : null,
+    );
+  },
+
+  async notification(view, arg, params) {
+    const id = Number.parseInt(arg, 10);
+    const q = new URLSearchParams({ limit: "50" });
+    if (params.get("cursor")) q.set("cursor", params.get("cursor"));
+    const [n, page] = await Promise.all([api("GET", `/v1/notifications/${id}`), api("GET", `/v1/notifications/${id}/deliveries?${q}`)]);
+    const counts = Object.entries(n.counts).map(([st, c]) =>
+      el("tr", { "data-status": st }, el("td", {}, st), el("td", { className: "num count" }, c)));
+    const result = el("p", { id: "cancel-result", role: "status" }, notice);
+    notice = "";
+    const confirm = el("button", { type: "button", id: "cancel-confirm", className: "danger", hidden: true }, "Yes, cancel every pending delivery");
+    const ask = el("button", { type: "button", id: "cancel" }, "Cancel this notification…");
+    ask.addEventListener("click", () => {
+      confirm.hidden = false;
+      confirm.focus();
+    });
+    confirm.addEventListener("click", async () => {
+      confirm.disabled = true;
+      try {
+        const r = await api("POST", `/v1/notifications/${id}/cancel`);
+        notice = `Canceled ${r.canceled} pending deliver${r.canceled === 1 ? "y" : "ies"}; ${r.inFlight} send(s) were already with a provider.`;
+        await route();
+      } catch (err) {
+        confirm.disabled = false;
+        if (!handleAuth(err)) showError(err);
+      }
+    });
+    const pending = n.counts.pending || 0;
+    fill(view,
+      el("h1", {}, `Notification ${n.id}: `, el("span", {}, n.title || n.type || "(no title)")),
+      el("dl", { className: "facts" },
+        el("dt", {}, "Type"), el("dd", {}, n.type || "—"),
+        el("dt", {}, "Body"), el("dd", {}, n.body || "—"),
+        el("dt", {}, "Category"), el("dd", {}, n.category || "—"),
+        el("dt", {}, "Link"), el("dd", { className: "mono" }, n.link || "—"),
+        el("dt", {}, "Ambiguity policy"), el("dd", {}, n.ambiguity),
+        el("dt", {}, "Created"), el("dd", {}, fmtTime(n.createdAt)),
+        el("dt", {}, "Scheduled"), el("dd", {}, fmtTime(n.scheduledAt)),
+        el("dt", {}, "Expires"), el("dd", {}, fmtTime(n.expiresAt)),
+        el("dt", {}, "Ambiguous attempts"), el("dd", { id: "ambiguous-attempts" }, String(n.ambiguousAttempts))),
+      el("h2", {}, "Deliveries by status"),
+      table(["Status", { label: "Deliveries", num: true }], counts),
+      pending > 0 ? el("div", {}, ask, " ", confirm) : el("p", { className: "hint" }, "Nothing is pending: there is nothing to cancel."),
+      result,
+      el("h2", {}, "Fan-out, in delivery order"),
+      page.deliveries.length ? page.deliveries.map((d) => deliveryCard(d, { showNotification: false, showRecipient: true })) : el("p", {}, "No delivery."),
+      page.nextCursor ? el("p", {}, el("a", { href: `#/notification/${id}?cursor=${page.nextCursor}` }, "More deliveries")) : null,
+    );
+  },
+
+  async backlog(view) {
+    let timer = 0;
+    let stopped = false;
+    const draw = async () => {
+      const a = await api("GET", "/v1/activity");
+      if (stopped) return;
+      const b = a.backlog;
+      const due = b.due >= b.dueCap ? `at least ${b.due}` : String(b.due);
+      const facts = el("dl", { className: "facts", id: "backlog-facts" },
+        el("dt", {}, "Due now"), el("dd", { id: "due" }, due),
+        el("dt", {}, "Oldest due for"), el("dd", { id: "oldest" }, fmtAge(b.oldestDueSeconds)),
+        el("dt", {}, "Read at"), el("dd", {}, fmtTime(a.at)));
+      const parts = [el("h1", {}, "Backlog and recent sends"), facts];
+      const r = a.recent;
+      if (!r) {
+        parts.push(el("p", {}, "This server counts no provider calls (it runs without metrics)."));
+      } else {
+        parts.push(
+          el("p", { className: "hint", id: "scope-note" },
+            `Provider calls made by this server process over the last ${r.windowSeconds / 60} minutes (since ${fmtTime(r.since)}), ` +
+            `in ${r.bucketSeconds}-second buckets. Calls made by other processes (oncepush work) are not counted here; see the Prometheus metrics for all of them.`),
+          el("dl", { className: "facts" },
+            el("dt", {}, "Calls"), el("dd", { id: "calls" }, String(r.calls)),
+            el("dt", {}, "Answers lost (ambiguous)"), el("dd", { id: "ambiguous" }, `${r.ambiguous} (${pct(r.ambiguousRate)} of calls)`)),
+          chart(r),
+          table(
+            ["Transport", { label: "Calls", num: true }, { label: "Sends/s", num: true }, { label: "Accepted", num: true }, { label: "Retry", num: true },
+              { label: "Rejected", num: true }, { label: "Invalid token", num: true }, { label: "No answer", num: true }, { label: "Ambiguous", num: true }],
+            r.transports.map((t) =>
+              el("tr", { "data-transport": t.transport }, el("td", {}, t.transport), el("td", { className: "num calls" }, t.calls),
+                el("td", { className: "num" }, t.sendsPerSecond.toFixed(2)), el("td", { className: "num accepted" }, t.outcomes.accepted),
+                el("td", { className: "num" }, t.outcomes.retry), el("td", { className: "num" }, t.outcomes.rejected),
+                el("td", { className: "num" }, t.outcomes.invalid_token), el("td", { className: "num" }, t.outcomes.maybe_sent),
+                el("td", { className: "num" }, t.ambiguous))),
+            "Outcomes by transport over the window",
+          ),
+        );
+      }
+      parts.push(el("p", { className: "hint" }, `Refreshes every ${REFRESH_MS / 1000} s while this view is open.`));
+      fill(view, parts);
+      view.dataset.loaded = String(Number(view.dataset.loaded || 0) + 1);
+    };
+    const loop = async () => {
+      try {
+        await draw();
+        clearError();
+      } catch (err) {
+        if (handleAuth(err)) return;
+        showError(err);
+      }
+      if (!stopped) timer = setTimeout(loop, REFRESH_MS);
+    };
+    await draw();
+    timer = setTimeout(loop, REFRESH_MS);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  },
+
+  async device(view) {
+    const transport = el("select", { id: "device-transport", name: "transport" },
+      ["fcm", "apns", "webpush", "rustore"].map((t) => el("option", { value: t }, t)));
+    const token = el("textarea", { id: "device-token", name: "token", required: true, spellcheck: false, autocomplete: "off",
+      placeholder: "the device token, or a Web Push subscription as JSON" });
+    const out = el("div", { id: "device-result" });
+    const form = el("form", { id: "device-form", role: "search" },
+      el("label", { for: "device-transport" }, "Transport"), transport,
+      el("label", { for: "device-token" }, "Token"), token,
+      el("button", { type: "submit" }, "Look up"));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      clearError();
+      out.replaceChildren();
+      let tok = token.value.trim();
+      if (transport.value === "webpush" && tok.startsWith("{")) {
+        try {
+          tok = JSON.parse(tok);
+        } catch {
+          // sent as a string; the server says what is wrong with it
+        }
+      }
+      try {
+        const d = await api("POST", "/v1/devices/lookup", { transport: transport.value, token: tok });
+        fill(out,
+          el("h2", {}, `Device ${d.id}`),
+          el("dl", { className: "facts" },
+            el("dt", {}, "Recipient"), el("dd", {}, el("a", { href: `#/recipient/${encodeURIComponent(d.recipient)}`, id: "device-recipient" }, d.recipient)),
+            el("dt", {}, "Transport"), el("dd", {}, d.transport),
+            el("dt", {}, "Token (masked)"), el("dd", { className: "mono", id: "device-masked" }, d.token),
+            el("dt", {}, "Platform"), el("dd", {}, d.platform || "—"),
+            el("dt", {}, "Session"), el("dd", {}, d.session || "—"),
+            el("dt", {}, "Locale / time zone"), el("dd", {}, `${d.locale || "—"} / ${d.timeZone || "—"}`),
+            el("dt", {}, "First registered"), el("dd", {}, fmtTime(d.createdAt)),
+            el("dt", {}, "Last registered"), el("dd", {}, fmtTime(d.registeredAt))));
+      } catch (err) {
+        if (!handleAuth(err)) showError(err);
+      } finally {
+        token.value = ""; // the token is a secret: do not leave it on screen
+      }
+    });
+    fill(view, el("h1", {}, "Find a device by its token"), form,
+      el("p", { className: "hint" }, "The token is sent in the request body, never in a URL, and shown back masked."), out);
+    transport.focus();
+  },
+};
+
+// --- routing and the key
+
+let stop = null;
+// notice is a message for the next rendering of a view (what a cancel did).
+let notice = "";
+
+function parseHash() {
+  const h = location.hash.replace(/^#\/?/, "");
+  const [pathPart, query = ""] = h.split("?");
+  const [name, ...rest] = pathPart.split("/");
+  return { name: name || "notifications", arg: rest.length ? decodeURIComponent(rest.join("/")) : "", params: new URLSearchParams(query) };
+}
+
+// handleAuth: a refused key is forgotten and the login shown, with no data.
+function handleAuth(err) {
+  if (err.status !== 401) return false;
+  sessionStorage.removeItem(KEY);
+  showLogin();
+  showError(err);
+  return true;
+}
+
+function showLogin() {
+  if (stop) stop();
+  stop = null;
+  $("view").replaceChildren();
+  $("nav").hidden = true;
+  $("login").hidden = false;
+  $("login-key").value = "";
+  $("login-key").focus();
+}
+
+async function route() {
+  if (!sessionStorage.getItem(KEY)) {
+    showLogin();
+    return;
+  }
+  $("login").hidden = true;
+  $("nav").hidden = false;
+  if (stop) stop();
+  stop = null;
+  const { name, arg, params } = parseHash();
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.getAttribute("href") === `#/${name}`) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  const view = $("view");
+  const render = views[name];
+  clearError();
+  if (!render) {
+    fill(view, el("h1", {}, "No such view"), el("p", {}, el("a", { href: "#/notifications" }, "Go to the notifications")));
+    return;
+  }
+  fill(view, el("p", { className: "hint" }, "Loading…"));
+  view.dataset.view = name;
+  try {
+    stop = (await render(view, arg, params)) || null;
+    document.title = `${view.querySelector("h1")?.textContent || name} · oncepush console`;
+  } catch (err) {
+    fill(view);
+    if (!handleAuth(err)) showError(err);
+  }
+}
+
+async function login(e) {
+  e.preventDefault();
+  clearError();
+  const key = $("login-key").value.trim();
+  // One read checks the key and its read scope before it is kept.
+  try {
+    await api("GET", "/v1/notifications?limit=1", undefined, key);
+  } catch (err) {
+    $("login-key").value = "";
+    showError(err);
+    $("login-key").focus();
+    return;
+  }
+  sessionStorage.setItem(KEY, key);
+  $("login-key").value = "";
+  await route();
+  $("main").focus();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", login);
+  $("signout").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    clearError();
+    showLogin();
+  });
+  window.addEventListener("hashchange", () => route().then(() => $("main").focus()));
+  route();
+});
+
+// chart draws calls per bucket for each transport, one labelled row each:
+// a row per transport rather than colours, so it reads in black and white.
+function chart(r) {
+  const rows = r.transports;
+  const W = 600, label = 70, rowH = 36, gap = 8, n = r.windowSeconds / r.bucketSeconds;
+  const H = rows.length * (rowH + gap) + 18;
+  const max = Math.max(1, ...rows.flatMap((t) => t.buckets));
+  const bw = (W - label) / n;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": "chart-title" },
+    el("title", { id: "chart-title" }, `Provider calls per ${r.bucketSeconds} s by transport, last ${r.windowSeconds / 60} minutes; the highest bar is ${max} calls.`));
+  rows.forEach((t, i) => {
+    const y0 = i * (rowH + gap);
+    const g = el("g", { "data-transport": t.transport });
+    g.append(el("text", { x: 0, y: y0 + rowH / 2 + 4 }, `${t.transport} ${t.calls}`));
+    g.append(el("line", { x1: label, x2: W, y1: y0 + rowH, y2: y0 + rowH, class: "axis" }));
+    t.buckets.forEach((c, j) => {
+      if (!c) return;
+      const h = (c / max) * rowH;
+      g.append(el("rect", { class: "bar", x: label + j * bw + 0.5, y: y0 + rowH - h, width: Math.max(1, bw - 1), height: h },
+        el("title", {}, `${t.transport}: ${c} calls`)));
+    });
+    svg.append(g);
+  });
+  svg.append(el("text", { x: label, y: H - 4 }, `−${r.windowSeconds / 60} min`));
+  svg.append(el("text", { x: W - 24, y: H - 4 }, "now"));
+  return el("figure", { className: "chart", id: "chart" }, svg,
+    el("figcaption", { className: "hint" }, `Calls per ${r.bucketSeconds}-second bucket, oldest on the left; highest bar: ${max}.`));
+}

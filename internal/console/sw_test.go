@@ -1,0 +1,223 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/serviceworker"
+	"github.com/chromedp/chromedp"
+
+	"github.com/oncepush/oncepush"
+)
+
+// pushPayloads sends one notification per key to a Web Push device and
+// returns what the fake push service decrypted for each, in the keys' order: the
+// exact plaintext the Web Push provider writes, which the service worker
+// reads with event.data.json().
+func pushPayloads(t *testing.T, e *env, keys ...string) []string {
+	t.Helper()
+	e.register("u_web", oncepush.TransportWebPush, e.fake.NewWebPushSubscription())
+	for _, k := range keys {
+		e.send([]string{"u_web"}, oncepush.Message{
+			Type: "invoice.paid", Title: "Invoice " + k + " paid", Body: "Globex paid " + k + ".", Link: "/invoices/" + k,
+			Data: map[string]any{"invoice": k},
+		}, &oncepush.SendOptions{DedupKey: "invoice.paid:" + k})
+	}
+	e.drain()
+	reqs := e.fake.RequestsFor(oncepush.TransportWebPush)
+	if len(reqs) != len(keys) {
+		t.Fatalf("the fake push service received %d requests, want %d", len(reqs), len(keys))
+	}
+	// Sent concurrently: the requests are matched to the keys by link.
+	byLink := map[string]string{}
+	for _, r := range reqs {
+		var msg struct {
+			OncepushID string `json:"oncepush_id"`
+			Link       string `json:"link"`
+		}
+		if err := json.Unmarshal(r.Payload, &msg); err != nil || msg.OncepushID == "" {
+			t.Fatalf("payload %s (%v); want an oncepush_id", r.Payload, err)
+		}
+		byLink[msg.Link] = string(r.Payload)
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		if out[i] = byLink["/invoices/"+k]; out[i] == "" {
+			t.Fatalf("no payload links to /invoices/%s: %v", k, byLink)
+		}
+	}
+	return out
+}
+
+// worker is the web kit's service worker registered in a tab, with the
+// DevTools handles to push to it and to stop it.
+type worker struct {
+	t      *testing.T
+	ctx    context.Context
+	origin string
+	id     serviceworker.RegistrationID
+}
+
+// registerWorker opens a page of the server, grants it notifications, and
+// registers /web/sw.js as a module service worker.
+func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
+	t.Helper()
+	w := &worker{t: t, ctx: ctx, origin: e.url}
+	registrations := chromedp.Events(ctx, serviceworker.WorkerRegistrationUpdated)
+	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
+	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+		Permission: &browser.PermissionDescriptor{Name: "notifications"}, Setting: browser.PermissionSettingGranted, Origin: e.url,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// (navigator.serviceWorker.ready waits for a worker whose scope holds
+	// the page, which /healthz is not in: wait for this one's activation.)
+	scope := run(t, ctx, chromedp.Evaluate[string](`navigator.serviceWorker.register("/web/sw.js", {type: "module"}).then(reg => new Promise(ok => {
+		const w = reg.installing || reg.waiting || reg.active;
+		const done = () => w.state === "activated" && ok(reg.scope);
+		w.addEventListener("statechange", done);
+		done();
+	}))`, chromedp.EvalAwaitPromise))
+	for ev, err := range registrations {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ev.Registrations {
+			if r.ScopeURL == scope && !r.IsDeleted {
+				w.id = r.RegistrationID
+			}
+		}
+		if w.id != "" {
+			break
+		}
+	}
+	return w
+}
+
+// push delivers a payload as the push service would.
+func (w *worker) push(payload string) {
+	w.t.Helper()
+	if _, err := chromedp.Call(w.ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
+		Origin: w.origin, RegistrationID: w.id, Data: payload,
+	}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// shownJS lists the tags of the notifications shown, sorted, comma-separated.
+const shownJS = `navigator.serviceWorker.getRegistration("/web/").then(r => r.getNotifications()).then(ns => ns.map(n => n.tag).sort().join(","))`
+
+// waitShown waits until the notification tagged tag is shown, and returns
+// the tags of all that are.
+func (w *worker) waitShown(tag string) string {
+	w.t.Helper()
+	return until[string](w.t, w.ctx, fmt.Sprintf(`(%s).then(tags => tags.split(",").includes(%q) && tags)`, shownJS, tag))
+}
+
+// dismissAll closes every notification shown, as a user clearing them.
+func (w *worker) dismissAll() {
+	w.t.Helper()
+	until[bool](w.t, w.ctx, `navigator.serviceWorker.getRegistration("/web/").then(r => r.getNotifications()).then(ns => { ns.forEach(n => n.close()); return ns.length === 0; })`)
+}
+
+func idOf(t *testing.T, payload string) string {
+	t.Helper()
+	var m struct {
+		ID string `json:"oncepush_id"`
+	}
+	if err := json.Unmarshal([]byte(payload), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.ID
+}
+
+// TestServiceWorkerShowsEachNotificationOnce: the same push twice shows one
+// notification, even after the first was dismissed (which a tag alone
+// would not prevent); two ids show two; the seen-set survives the worker's
+// restart.
+func TestServiceWorkerShowsEachNotificationOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	payloads := pushPayloads(t, e, "inv_2201", "inv_2202", "inv_2203", "inv_2204")
+	a, b, c, d := payloads[0], payloads[1], payloads[2], payloads[3]
+	idA, idB, idC, idD := idOf(t, a), idOf(t, b), idOf(t, c), idOf(t, d)
+	ctx := tab(t)
+	w := registerWorker(t, ctx, e)
+
+	// The payload arrives twice at once (a resend racing the first).
+	w.push(a)
+	w.push(a)
+	if got := w.waitShown(idA); got != idA {
+		t.Fatalf("after A twice: shown %q, want one notification tagged %s", got, idA)
+	}
+	shown := run(t, ctx, chromedp.Evaluate[map[string]any](
+		`navigator.serviceWorker.getRegistration("/web/").then(r => r.getNotifications()).then(ns => ({title: ns[0].title, body: ns[0].body, link: ns[0].data.link, invoice: ns[0].data.data.invoice}))`,
+		chromedp.EvalAwaitPromise))
+	if shown["title"] != "Invoice inv_2201 paid" || shown["body"] != "Globex paid inv_2201." || shown["link"] != "/invoices/inv_2201" || shown["invoice"] != "inv_2201" {
+		t.Errorf("the notification shown: %v", shown)
+	}
+
+	// The user dismisses it; the resend arrives later: nothing is shown
+	// again. B, pushed after it, is the fence: once B shows, A's push was
+	// handled before it.
+	w.dismissAll()
+	w.push(a)
+	w.push(b)
+	if got := w.waitShown(idB); got != idB {
+		t.Errorf("A again after it was dismissed, then B: shown %q, want only %s", got, idB)
+	}
+
+	// Two different ids: two notifications.
+	w.push(c)
+	both := []string{idB, idC}
+	slices.Sort(both)
+	if got, want := w.waitShown(idC), strings.Join(both, ","); got != want {
+		t.Errorf("after C: shown %q, want %q", got, want)
+	}
+
+	// A worker restarted keeps its seen-set: A, B and C again show nothing.
+	w.dismissAll()
+	if _, err := chromedp.Call(ctx, serviceworker.StopAllWorkers, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	w.push(a)
+	w.push(b)
+	w.push(c)
+	w.push(d)
+	if got := w.waitShown(idD); got != idD {
+		t.Errorf("after the worker's restart, A, B, C and D: shown %q, want only %s", got, idD)
+	}
+}
+
+// TestSeenSetIsBounded: the seen-set keeps the SEEN_MAX most recent ids,
+// evicting the oldest, so it never grows past its bound.
+func TestSeenSetIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := tab(t)
+	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
+	got := run(t, ctx, chromedp.Evaluate[string](`(async () => {
+		const m = await import("/web/oncepush-sw.js");
+		for (let i = 0; i < m.SEEN_MAX + 5; i++) {
+			if (!(await m.firstSight("id-" + i))) return "id-" + i + " was taken for seen";
+		}
+		if (await m.firstSight("id-" + (m.SEEN_MAX + 4))) return "the newest id was forgotten";
+		const db = await new Promise((ok, fail) => { const r = indexedDB.open(m.DB_NAME); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+		const n = await new Promise(ok => { const q = db.transaction(m.STORE).objectStore(m.STORE).count(); q.onsuccess = () => ok(q.result); });
+		if (n !== m.SEEN_MAX) return "the set holds " + n + ", want " + m.SEEN_MAX;
+		// id-0 was evicted: it counts as new again.
+		return (await m.firstSight("id-0")) ? "ok" : "the oldest id was kept";
+	})()`, chromedp.EvalAwaitPromise))
+	if got != "ok" {
+		t.Error(got)
+	}
+}
