@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/fakepush"
@@ -30,6 +31,8 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 	dir := fs.String("dir", "", "directory for the credential files and "+fakeConfigFile+" (default: a new temporary directory, removed at exit)")
 	project := fs.String("project", "oncepush-test", "FCM and RuStore project id")
 	topic := fs.String("topic", "dev.oncepush.test", "APNs topic (the app's bundle id)")
+	var certNames nameList
+	fs.Var(&certNames, "cert-name", "a host name the fake's certificate also names, repeatable (such as fcm.googleapis.com, for a client tunnelled to the fake; the fake serves FCM's own path too)")
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
@@ -40,7 +43,13 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 		return usagef("--project and --topic must not be empty")
 	}
 
-	fake, err := fakepush.Start(&fakepush.Options{Addr: *listen})
+	for _, n := range certNames {
+		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /:") {
+			return usagef("--cert-name %q is not a host name", n)
+		}
+	}
+
+	fake, err := fakepush.Start(&fakepush.Options{Addr: *listen, CertNames: certNames})
 	if err != nil {
 		return &config.Error{Setting: "--listen", Problem: err.Error()}
 	}
@@ -85,6 +94,12 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(e.stderr, "oncepush fake-providers: stopped")
 	return nil
 }
+
+// nameList is a repeatable flag.
+type nameList []string
+
+func (l *nameList) String() string     { return strings.Join(*l, ",") }
+func (l *nameList) Set(v string) error { *l = append(*l, v); return nil }
 
 // loopbackOnly refuses an address other than a loopback one: the fake has no
 // authentication, and its certificate is valid for 127.0.0.1 and ::1 only.

@@ -19,7 +19,8 @@ import (
 	"github.com/oncepush/oncepush"
 )
 
-// fakeFCM is the fake FCM HTTP v1 send API (under /fcm) and Google's OAuth 2.0
+// fakeFCM is the fake FCM HTTP v1 send API (under /fcm, and at FCM's own
+// path /v1/…) and Google's OAuth 2.0
 // token endpoint (/oauth2/token). The token endpoint verifies the RS256
 // assertion of a service account handed out by FCMServiceAccount and issues
 // access tokens; the send API accepts only those, for their own project.
@@ -71,6 +72,9 @@ func newFakeFCM(s *Server) *fakeFCM {
 	}
 	s.mux.HandleFunc("POST /oauth2/token", f.token)
 	s.mux.HandleFunc("POST /fcm/v1/projects/{project}/messages:send", f.send)
+	// FCM's own path, for a client that dials fcm.googleapis.com through a
+	// tunnel to the fake (Options.CertNames) and cannot be given a base URL.
+	s.mux.HandleFunc("POST /v1/projects/{project}/messages:send", f.send)
 	return f
 }
 

@@ -1,10 +1,13 @@
 package fakepush
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -207,5 +210,47 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	}
 	if n := fake.Count(); n != 0 {
 		t.Errorf("malformed messages were recorded: %d", n)
+	}
+}
+
+// A client that cannot be pointed at the fake (the Firebase Admin SDK, which
+// gorush uses) dials fcm.googleapis.com through a tunnel: the fake's
+// certificate must name the host, and the fake must serve FCM's own path.
+func TestFakeFCMAnswersAsGoogleWithACertificateName(t *testing.T) {
+	t.Parallel()
+	fake := StartForTest(t, &Options{CertNames: []string{"fcm.googleapis.com"}})
+	tlsConf := fake.TLSConfig()
+	tlsConf.ServerName = "fcm.googleapis.com"
+	addr := strings.TrimPrefix(fake.URL, "https://")
+	tunnel := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   tlsConf,
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
+	req, err := http.NewRequest("POST", "https://fcm.googleapis.com/v1/projects/proj-a/messages:send",
+		strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+access)
+	resp, err := tunnel.Do(req)
+	if err != nil {
+		t.Fatalf("the fake's certificate does not serve fcm.googleapis.com: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"projects/proj-a/messages/`) {
+		t.Fatalf("FCM's own path: %d %s", resp.StatusCode, body)
+	}
+	if reqs := fake.RequestsFor(oncepush.TransportFCM); len(reqs) != 1 || reqs[0].NotificationID != "n1" {
+		t.Fatalf("recorded %+v", reqs)
+	}
+	// The loopback names stay valid.
+	if status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+		`{"message":{"token":"device-2"}}`); status != http.StatusOK {
+		t.Fatalf("through 127.0.0.1: %d", status)
 	}
 }

@@ -13,11 +13,16 @@ package fakepush
 import (
 	"cmp"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -205,6 +210,12 @@ type Options struct {
 	// providers also tell time by. Nil: the wall clock. Programmed latency is
 	// real time whatever the clock.
 	Clock oncepush.Clock
+	// CertNames are host names the server's certificate names besides
+	// 127.0.0.1, ::1 and localhost: for a client that cannot be pointed at
+	// the fake and dials a provider's real host through a tunnel to it
+	// (fcm.googleapis.com for the Firebase Admin SDK). Empty: the
+	// certificate of net/http/httptest.
+	CertNames []string
 }
 
 // TB is the part of testing.TB that StartForTest uses; the package does
@@ -269,10 +280,49 @@ func Start(opts *Options) (*Server, error) {
 	s.srv.Listener = l
 	s.srv.EnableHTTP2 = true
 	s.srv.Config.ErrorLog = nil
+	if len(opts.CertNames) > 0 {
+		cert, err := selfSigned(opts.CertNames)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("pushtest: certificate for %v: %w", opts.CertNames, err)
+		}
+		s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
 	s.srv.StartTLS()
 	s.URL = s.srv.URL
 	s.cert = s.srv.Certificate()
 	return s, nil
+}
+
+// selfSigned makes a certificate of its own for the loopback addresses and
+// names, valid for a day: the fake lives for one test run.
+func selfSigned(names []string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"oncepush fake providers"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              append([]string{"localhost"}, names...),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // Transports are the transports the fake speaks, in their documented order.
