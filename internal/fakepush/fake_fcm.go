@@ -47,6 +47,7 @@ type fcmAccessToken struct {
 // The wire facts the fake checks.
 const (
 	fcmScope           = "https://www.googleapis.com/auth/firebase.messaging"
+	fcmCloudScope      = "https://www.googleapis.com/auth/cloud-platform" // the send API takes it too
 	fcmJWTBearerGrant  = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 	fcmTokenLifetime   = time.Hour
 	fcmMaxAssertionAge = time.Hour
@@ -311,8 +312,8 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 	switch now := f.s.now(); {
 	case !known:
 		return "", fmt.Sprintf("Invalid JWT: iss %q is not a service account of this server", claims.Iss)
-	case !slices.Contains(strings.Fields(claims.Scope), fcmScope):
-		return "", fmt.Sprintf("Invalid JWT: scope %q does not include %s", claims.Scope, fcmScope)
+	case !slices.Contains(strings.Fields(claims.Scope), fcmScope) && !slices.Contains(strings.Fields(claims.Scope), fcmCloudScope):
+		return "", fmt.Sprintf("Invalid JWT: scope %q includes neither %s nor %s", claims.Scope, fcmScope, fcmCloudScope)
 	case claims.Aud != f.s.URL+"/oauth2/token":
 		return "", fmt.Sprintf("Invalid JWT: aud %q is not this token endpoint", claims.Aud)
 	case claims.Iat == 0 || claims.Exp == 0:

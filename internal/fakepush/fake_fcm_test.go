@@ -107,7 +107,12 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 		{name: "unknown kid", edit: func(h, c map[string]any) { h["kid"] = "0000" }},
 		{name: "not RS256", edit: func(h, c map[string]any) { h["alg"] = "none" }},
 		{name: "unknown issuer", edit: func(h, c map[string]any) { c["iss"] = "someone@else.iam.gserviceaccount.com" }},
-		{name: "scope without FCM", edit: func(h, c map[string]any) { c["scope"] = "https://www.googleapis.com/auth/cloud-platform" }},
+		{name: "scope without FCM", edit: func(h, c map[string]any) { c["scope"] = "https://www.googleapis.com/auth/datastore" }},
+		// The send API takes either scope; the Firebase Admin SDK asks for
+		// cloud-platform (and others), never firebase.messaging.
+		{name: "cloud-platform scope", ok: true, edit: func(h, c map[string]any) {
+			c["scope"] = "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/firebase"
+		}},
 		{name: "wrong audience", edit: func(h, c map[string]any) { c["aud"] = "https://oauth2.googleapis.com/token" }},
 		{name: "lives longer than an hour", edit: func(h, c map[string]any) {
 			c["exp"] = time.Now().Add(2 * time.Hour).Unix()
