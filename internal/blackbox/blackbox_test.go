@@ -214,8 +214,11 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 // the fake's certificate (for a client tunnelled to the fake), beside the
 // loopback address it is reached at.
 func testFakeProvidersCertName(t *testing.T, bin string) {
-	p := start(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", "fcm.googleapis.com")
+	p := start(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", "fcm.googleapis.com", "--connect-listen", "127.0.0.1:0")
 	f := readFake(t, p, "")
+	p.waitFor(p.stderr, "the CONNECT proxy's address", func(s string) (string, bool) {
+		return s, strings.Contains(s, "CONNECT proxy: http://127.0.0.1:")
+	})
 	b, err := os.ReadFile(sectionFCM(f.config.Providers).CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +241,10 @@ func testFakeProvidersCertName(t *testing.T, bin string) {
 	r := run(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", " ")
 	if r.code == 0 || !strings.Contains(r.stderr, "--cert-name") {
 		t.Errorf("an empty --cert-name: exit code %d, stderr %q; want a failure naming --cert-name", r.code, r.stderr)
+	}
+	r = run(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--connect-listen", "0.0.0.0:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "--connect-listen") {
+		t.Errorf("a non-loopback --connect-listen: exit code %d, stderr %q; want a failure naming it", r.code, r.stderr)
 	}
 }
 

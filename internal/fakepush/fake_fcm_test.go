@@ -1,13 +1,11 @@
 package fakepush
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -219,43 +217,59 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 }
 
 // A client that cannot be pointed at the fake (the Firebase Admin SDK, which
-// gorush uses) dials fcm.googleapis.com through a tunnel: the fake's
-// certificate must name the host, and the fake must serve FCM's own path.
-func TestFakeFCMAnswersAsGoogleWithACertificateName(t *testing.T) {
+// gorush uses) dials fcm.googleapis.com through an HTTPS proxy: the fake
+// serves one (Options.ConnectAddr) that hands each tunnel to its own TLS
+// server, its certificate names the host, and it serves FCM's own path.
+func TestFakeFCMAnswersAsGoogleThroughItsConnectProxy(t *testing.T) {
 	t.Parallel()
-	fake := StartForTest(t, &Options{CertNames: []string{"fcm.googleapis.com"}})
-	tlsConf := fake.TLSConfig()
-	tlsConf.ServerName = "fcm.googleapis.com"
-	addr := strings.TrimPrefix(fake.URL, "https://")
-	tunnel := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   tlsConf,
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}}
-	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
-	req, err := http.NewRequest("POST", "https://fcm.googleapis.com/v1/projects/proj-a/messages:send",
-		strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
+	fake := StartForTest(t, &Options{CertNames: []string{"fcm.googleapis.com"}, ConnectAddr: "127.0.0.1:0"})
+	if fake.ConnectURL == "" {
+		t.Fatal("no ConnectURL")
+	}
+	proxy, err := url.Parse(fake.ConnectURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+access)
-	resp, err := tunnel.Do(req)
-	if err != nil {
-		t.Fatalf("the fake's certificate does not serve fcm.googleapis.com: %v", err)
+	tlsConf := fake.TLSConfig()
+	tunnel := &http.Client{Transport: &http.Transport{
+		Proxy:             http.ProxyURL(proxy),
+		TLSClientConfig:   tlsConf,
+		ForceAttemptHTTP2: true,
+	}}
+	t.Cleanup(tunnel.CloseIdleConnections)
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
+	for i := range 2 { // the second on the same tunnel
+		req, err := http.NewRequest("POST", "https://fcm.googleapis.com/v1/projects/proj-a/messages:send",
+			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+access)
+		resp, err := tunnel.Do(req)
+		if err != nil {
+			t.Fatalf("send %d through the fake's proxy as fcm.googleapis.com: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || !strings.Contains(string(body), `"name":"projects/proj-a/messages/`) {
+			t.Fatalf("FCM's own path: %s %d %s", resp.Proto, resp.StatusCode, body)
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"projects/proj-a/messages/`) {
-		t.Fatalf("FCM's own path: %d %s", resp.StatusCode, body)
+	reqs := fake.RequestsFor(oncepush.TransportFCM)
+	if len(reqs) != 2 || reqs[0].NotificationID != "n1" || reqs[0].RemoteAddr != reqs[1].RemoteAddr {
+		t.Fatalf("recorded %+v; want two requests on one connection", reqs)
 	}
-	if reqs := fake.RequestsFor(oncepush.TransportFCM); len(reqs) != 1 || reqs[0].NotificationID != "n1" {
-		t.Fatalf("recorded %+v", reqs)
-	}
-	// The loopback names stay valid.
+	// The loopback address stays valid, and the proxy refuses anything but CONNECT.
 	if status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
 		`{"message":{"token":"device-2"}}`); status != http.StatusOK {
 		t.Fatalf("through 127.0.0.1: %d", status)
+	}
+	resp, err := http.Get(fake.ConnectURL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET on the proxy: %d, want 405", resp.StatusCode)
 	}
 }

@@ -59,6 +59,10 @@ import (
 type Server struct {
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
+	// ConnectURL is the CONNECT proxy's URL, http://127.0.0.1:port, when
+	// Options.ConnectAddr asked for one.
+	ConnectURL string
+	proxy      *http.Server
 
 	srv  *httptest.Server
 	mux  *http.ServeMux
@@ -216,6 +220,11 @@ type Options struct {
 	// (fcm.googleapis.com for the Firebase Admin SDK). Empty: the
 	// certificate of net/http/httptest.
 	CertNames []string
+	// ConnectAddr, when set, is a loopback address for an HTTP CONNECT
+	// proxy (Server.ConnectURL) that hands every tunnel, whatever host it
+	// names, to the fake's TLS server: for a client that dials a provider's
+	// real host (with CertNames naming it) and honours HTTPS_PROXY.
+	ConnectAddr string
 }
 
 // TB is the part of testing.TB that StartForTest uses; the package does
@@ -278,6 +287,15 @@ func Start(opts *Options) (*Server, error) {
 	s.srv = httptest.NewUnstartedServer(s.mux)
 	s.srv.Listener.Close()
 	s.srv.Listener = l
+	if opts.ConnectAddr != "" {
+		tl := newTunnelListener(l)
+		proxy, pl, err := startConnectProxy(opts.ConnectAddr, tl)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("pushtest: listen on %s: %w", opts.ConnectAddr, err)
+		}
+		s.srv.Listener, s.proxy, s.ConnectURL = tl, proxy, "http://"+pl.Addr().String()
+	}
 	s.srv.EnableHTTP2 = true
 	s.srv.Config.ErrorLog = nil
 	if len(opts.CertNames) > 0 {
@@ -343,7 +361,12 @@ func (s *Server) now() time.Time {
 }
 
 // Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	s.srv.Close()
+}
 
 // TLSConfig trusts the server's certificate (and only it).
 func (s *Server) TLSConfig() *tls.Config {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -24,8 +25,11 @@ type fake struct {
 	proc *proc
 	url  string // https://127.0.0.1:port
 	addr string // 127.0.0.1:port
-	dir  string // its files: oncepush.json, fake-ca.pem, fcm-service-account.json
-	hc   *http.Client
+	// connect is its CONNECT proxy, http://127.0.0.1:port, which hands
+	// every tunnel to the fake itself (for gorush).
+	connect string
+	dir     string // its files: oncepush.json, fake-ca.pem, fcm-service-account.json
+	hc      *http.Client
 }
 
 // The files fake-providers writes into its --dir.
@@ -40,16 +44,17 @@ const (
 
 func startFake(ctx context.Context, td *teardown, bin, dir string) (*fake, error) {
 	p, err := startProc(td, "fake-providers", nil, bin, "fake-providers", "--listen", "127.0.0.1:0", "--dir", dir,
-		"--cert-name", fcmGoogleHost)
+		"--cert-name", fcmGoogleHost, "--connect-listen", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// It prints its configuration (one JSON document) once it serves.
+	// It prints its configuration (one JSON document) once it serves, and
+	// its proxy's address.
 	out, err := p.waitOutput(wctx, "printing its configuration", func(s string) bool {
 		i := strings.Index(s, "{")
-		return i >= 0 && json.Valid([]byte(firstJSON(s[i:])))
+		return i >= 0 && json.Valid([]byte(firstJSON(s[i:]))) && connectProxy.MatchString(s)
 	})
 	if err != nil {
 		return nil, err
@@ -76,12 +81,15 @@ func startFake(ctx context.Context, td *teardown, bin, dir string) (*fake, error
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("%s holds no certificate", fakeCAFile)
 	}
-	f := &fake{proc: p, url: "https://" + u.Host, addr: u.Host, dir: dir, hc: &http.Client{
+	f := &fake{proc: p, url: "https://" + u.Host, addr: u.Host, dir: dir, connect: connectProxy.FindStringSubmatch(out)[1], hc: &http.Client{
 		Timeout:   time.Minute,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 	}}
 	return f, nil
 }
+
+// connectProxy is how fake-providers says where its proxy is.
+var connectProxy = regexp.MustCompile(`CONNECT proxy: (http://127\.0\.0\.1:[0-9]+)`)
 
 // firstJSON cuts s after its first complete JSON value.
 func firstJSON(s string) string {

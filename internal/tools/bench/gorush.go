@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,10 +14,11 @@ import (
 
 // gorush runs a gorush binary the user built from its public source,
 // sending FCM to the fake: its Firebase client cannot be given an endpoint,
-// so HTTPS_PROXY sends its connections to fcm.googleapis.com through a
-// CONNECT tunnel (tunnel) to the fake, whose certificate names that host
-// (SSL_CERT_FILE trusts it). The OAuth token_uri of the fake's service
-// account is a loopback address, which Go never proxies (D80).
+// so HTTPS_PROXY sends its connections to fcm.googleapis.com to the fake's
+// CONNECT proxy, which hands them to the fake itself; the fake's
+// certificate names that host (SSL_CERT_FILE trusts it). The OAuth
+// token_uri of the fake's service account is a loopback address, which Go
+// never proxies (D80).
 type gorush struct {
 	proc *proc
 	base string
@@ -48,10 +48,6 @@ func gorushConfig(port, keyPath string, workers, queue int) ([]byte, error) {
 }
 
 func startGorush(ctx context.Context, td *teardown, bin, dir string, f *fake, workers, queue int) (*gorush, error) {
-	proxy, err := startTunnel(td, f.addr)
-	if err != nil {
-		return nil, err
-	}
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -66,7 +62,7 @@ func startGorush(ctx context.Context, td *teardown, bin, dir string, f *fake, wo
 		return nil, err
 	}
 	env := []string{
-		"HTTPS_PROXY=http://" + proxy, "HTTP_PROXY=", "NO_PROXY=", "https_proxy=", "http_proxy=", "no_proxy=",
+		"HTTPS_PROXY=" + f.connect, "HTTP_PROXY=", "NO_PROXY=", "https_proxy=", "http_proxy=", "no_proxy=",
 		"SSL_CERT_FILE=" + filepath.Join(f.dir, fakeCAFile), "SSL_CERT_DIR=" + dir,
 		"GOOGLE_APPLICATION_CREDENTIALS=",
 	}
@@ -105,51 +101,6 @@ func (g *gorush) system(devices int, runID string) *system {
 			return b, id
 		},
 	}
-}
-
-// startTunnel serves an HTTP CONNECT proxy on loopback that tunnels every
-// connection, whatever host it asks for, to target; it returns its address.
-func startTunnel(td *teardown, target string) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect {
-			http.Error(w, "bench tunnel: CONNECT only", http.StatusMethodNotAllowed)
-			return
-		}
-		up, err := net.DialTimeout("tcp", target, 10*time.Second)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		hj, ok := w.(http.Hijacker)
-		if !ok {
-			up.Close()
-			http.Error(w, "bench tunnel: cannot hijack", http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-		down, buf, err := hj.Hijack()
-		if err != nil {
-			up.Close()
-			return
-		}
-		go func() { // client → fake, with what the client sent after CONNECT
-			_, _ = io.Copy(up, buf)
-			_ = up.(*net.TCPConn).CloseWrite()
-		}()
-		go func() {
-			_, _ = io.Copy(down, up)
-			down.Close()
-			up.Close()
-		}()
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	// The tunnels end with the connections of gorush, stopped before this.
-	td.add(func() { srv.Close() })
-	return ln.Addr().String(), nil
 }
 
 // gorushVersion is what gorush -V prints, for the report.
