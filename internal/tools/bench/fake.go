@@ -24,7 +24,6 @@ import (
 type fake struct {
 	proc *proc
 	url  string // https://127.0.0.1:port
-	addr string // 127.0.0.1:port
 	// connect is its CONNECT proxy, http://127.0.0.1:port, which hands
 	// every tunnel to the fake itself (for gorush).
 	connect string
@@ -81,7 +80,7 @@ func startFake(ctx context.Context, td *teardown, bin, dir string) (*fake, error
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("%s holds no certificate", fakeCAFile)
 	}
-	f := &fake{proc: p, url: "https://" + u.Host, addr: u.Host, dir: dir, connect: connectProxy.FindStringSubmatch(out)[1], hc: &http.Client{
+	f := &fake{proc: p, url: "https://" + u.Host, dir: dir, connect: connectProxy.FindStringSubmatch(out)[1], hc: &http.Client{
 		Timeout:   time.Minute,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 	}}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -112,5 +111,5 @@ func gorushVersion(ctx context.Context, bin string) string {
 	return strings.Join(strings.Fields(out), " ")
 }
 
-// errNoGorush is the column of a run without -gorush.
-var errNoGorush = fmt.Errorf("not run (no -gorush)")
+// notRunGorush is the column of a run without -gorush.
+const notRunGorush = "not run (no -gorush)"

@@ -244,7 +244,7 @@ func run(ctx context.Context, o *options, log io.Writer) (rep *report, err error
 			g.proc.stop()
 		}
 	} else {
-		rep.Columns = append(rep.Columns, &column{Name: "gorush", NotRun: errNoGorush.Error()})
+		rep.Columns = append(rep.Columns, &column{Name: "gorush", NotRun: notRunGorush})
 	}
 
 	for _, driver := range o.drivers {
@@ -275,7 +275,7 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 	} else {
 		database = filepath.Join(dir, "bench.db")
 	}
-	srv, err := newOncepush(ctx, td, bin, database, dir, f)
+	srv, err := newOncepush(ctx, td, bin, database, f)
 	if err != nil {
 		return err
 	}

@@ -62,16 +62,16 @@ func redacted(s string) string {
 
 // oncepushServer runs `oncepush serve` on one database, sending to the fake.
 type oncepushServer struct {
-	bin, database, config, dir string
-	key                        string
-	proc                       *proc
-	base                       string // http://127.0.0.1:port
-	hc                         *http.Client
-	td                         *teardown
+	bin, database, config string
+	key                   string
+	proc                  *proc
+	base                  string // http://127.0.0.1:port
+	hc                    *http.Client
+	td                    *teardown
 }
 
-func newOncepush(ctx context.Context, td *teardown, bin, database, dir string, f *fake) (*oncepushServer, error) {
-	o := &oncepushServer{bin: bin, database: database, config: filepath.Join(f.dir, fakeConfigFile), dir: dir, td: td,
+func newOncepush(ctx context.Context, td *teardown, bin, database string, f *fake) (*oncepushServer, error) {
+	o := &oncepushServer{bin: bin, database: database, config: filepath.Join(f.dir, fakeConfigFile), td: td,
 		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}}
 	cmd := exec.CommandContext(ctx, bin, "keys", "create", "--name", "bench", "--scope", "admin", "--database", database)
 	var stderr bytes.Buffer
