@@ -87,7 +87,7 @@ func (g *gorush) system(devices int, runID string) *system {
 	for i := range tokens {
 		tokens[i] = deviceToken(i)
 	}
-	return &system{
+	s := &system{
 		name: "gorush", url: g.base + "/api/push", hc: g.hc, accepted: http.StatusOK, header: http.Header{},
 		tokens: tokens,
 		proc:   func() *proc { return g.proc },
@@ -100,6 +100,18 @@ func (g *gorush) system(devices int, runID string) *system {
 			return b, id
 		},
 	}
+	// Idle: every task gorush took is done, sent or failed.
+	s.idle = func(ctx context.Context) (bool, error) {
+		var st struct {
+			Busy      int64  `json:"busy_workers"`
+			Success   uint64 `json:"success_tasks"`
+			Failure   uint64 `json:"failure_tasks"`
+			Submitted uint64 `json:"submitted_tasks"`
+		}
+		err := s.getJSON(ctx, g.base+"/api/stat/app", &st)
+		return st.Busy == 0 && st.Success+st.Failure >= st.Submitted, err
+	}
+	return s
 }
 
 // gorushVersion is what gorush -V prints, for the report.

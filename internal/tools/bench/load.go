@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,13 +32,58 @@ type system struct {
 	tokens []string
 	// proc is the server process: its pid (peak RSS) and its output.
 	proc func() *proc
+	// idle says whether the system has nothing left to send, so that a
+	// case does not count what an earlier one (a failed one) left queued.
+	idle func(ctx context.Context) (bool, error)
 	// round numbers the cases, so that no two notifications of a run
 	// share a key.
 	round atomic.Int64
 }
 
-// newRound starts a case: its notifications are numbered from 1 again.
-func (s *system) newRound() { s.round.Add(1) }
+// start begins a case: it waits until what earlier cases queued has been
+// sent, then resets the fake and sets its latency; the case's
+// notifications are numbered from 1 again.
+func (s *system) start(ctx context.Context, f *fake, latency time.Duration) error {
+	s.round.Add(1)
+	deadline := time.Now().Add(4 * stallTimeout)
+	for {
+		idle, err := s.idle(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: is it idle: %w", s.name, err)
+		}
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			return s.failure(fmt.Errorf("still sending what earlier cases queued after %s", 4*stallTimeout))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return f.prepare(ctx, latency)
+}
+
+// getJSON is GET url decoded into out, with the system's headers.
+func (s *system) getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header = s.header.Clone()
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, out)
+}
 
 // tokensFor is the per devices of notification n, round robin.
 func (s *system) tokensFor(n int64, per int) []string {
@@ -86,8 +132,7 @@ func (f *firstError) set(err error) {
 // connections as fast as they are answered, and returns the sends per
 // second from the first POST to the fake's receipt of the last send.
 func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, latency time.Duration) (float64, error) {
-	s.newRound()
-	if err := f.prepare(ctx, latency); err != nil {
+	if err := s.start(ctx, f, latency); err != nil {
 		return 0, err
 	}
 	var seq atomic.Int64
@@ -137,8 +182,7 @@ type latencies struct {
 // each on its own schedule whatever the answers (open loop), and matches
 // each one's id with the fake's receipt.
 func openLoop(ctx context.Context, s *system, f *fake, rate int, d time.Duration, latency time.Duration) (*latencies, error) {
-	s.newRound()
-	if err := f.prepare(ctx, latency); err != nil {
+	if err := s.start(ctx, f, latency); err != nil {
 		return nil, err
 	}
 	total := int(int64(rate) * int64(d) / int64(time.Second))
@@ -219,8 +263,7 @@ type saturation struct {
 // at half time and at the end. It then waits for the backlog to drain, so
 // that the next case starts from an empty queue.
 func saturate(ctx context.Context, s *system, f *fake, d time.Duration, conns int) (*saturation, error) {
-	s.newRound()
-	if err := f.prepare(ctx, 0); err != nil {
+	if err := s.start(ctx, f, 0); err != nil {
 		return nil, err
 	}
 	var seq, accepted, refused atomic.Int64

@@ -275,6 +275,7 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 	} else {
 		database = filepath.Join(dir, "bench.db")
 	}
+	started := time.Now().Add(-time.Second) // the server's clock may read a little behind ours
 	srv, err := newOncepush(ctx, td, bin, database, f)
 	if err != nil {
 		return err
@@ -288,7 +289,7 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 	if err != nil {
 		return err
 	}
-	s := srv.system(col.Name, names, runID+"-"+driver)
+	s := srv.system(col.Name, names, runID+"-"+driver, started)
 	commonCases(ctx, o, s, f, col, log)
 
 	fmt.Fprintf(log, "bench: %s: saturation for %s…\n", col.Name, o.saturateFor)

@@ -112,14 +112,14 @@ func (o *oncepushServer) stop() {
 }
 
 // system is the server as the load sees it.
-func (o *oncepushServer) system(name string, recipients []string, runID string) *system {
+func (o *oncepushServer) system(name string, recipients []string, runID string, since time.Time) *system {
 	byToken := make(map[string]string, len(recipients))
 	tokens := make([]string, len(recipients))
 	for i, r := range recipients {
 		tokens[i] = deviceToken(i)
 		byToken[tokens[i]] = r
 	}
-	return &system{
+	s := &system{
 		name: name, url: o.base + "/v1/notifications", hc: o.hc, accepted: http.StatusAccepted,
 		header: http.Header{"Authorization": {"Bearer " + o.key}},
 		tokens: tokens,
@@ -135,6 +135,17 @@ func (o *oncepushServer) system(name string, recipients []string, runID string) 
 			return b, loadkit.NotificationID("bench", rs[0], key)
 		},
 	}
+	// Idle: no notification of this run (created since) has a pending
+	// delivery; a history written by -history is older.
+	pending := "/v1/notifications?status=pending&limit=1&createdFrom=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+	s.idle = func(ctx context.Context) (bool, error) {
+		var page struct {
+			Notifications []json.RawMessage `json:"notifications"`
+		}
+		err := s.getJSON(ctx, o.base+pending, &page)
+		return len(page.Notifications) == 0, err
+	}
+	return s
 }
 
 // deviceToken is the FCM token of device i, the same for every system.
@@ -175,15 +186,15 @@ func (o *oncepushServer) register(ctx context.Context, n int) ([]string, error) 
 // rate runs from the fake's first receipt to its last (the start-up of the
 // process is not counted). The server is left running with workers.
 func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns int) (float64, error) {
+	// Wait until the earlier cases' work is sent, while there are workers.
+	if err := s.start(ctx, f, 0); err != nil {
+		return 0, err
+	}
 	o.stop()
 	if err := o.start(ctx, false); err != nil {
 		return 0, err
 	}
-	if err := f.prepare(ctx, 0); err != nil {
-		return 0, err
-	}
 	s.url = o.base + "/v1/notifications"
-	s.newRound()
 	var fail firstError
 	var wg sync.WaitGroup
 	var seq atomic.Int64
