@@ -76,7 +76,7 @@ func findPgbench(given string) (string, error) {
 	}
 	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
 	if len(found) == 0 {
-		return "", errors.New("pgbench is not on PATH nor in /usr/lib/postgresql/*/bin: install PostgreSQL's client tools (Debian: postgresql-contrib or postgresql-client) or pass -pgbench PATH")
+		return "", errors.New("pgbench is not on PATH nor in /usr/lib/postgresql/*/bin: install it (Debian: the postgresql-NN server package ships it) or pass -pgbench PATH")
 	}
 	slices.Sort(found)
 	return found[len(found)-1], nil
