@@ -2,9 +2,11 @@ package blackbox
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,6 +34,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Help", func(t *testing.T) { t.Parallel(); testHelp(t, bin) })
 	t.Run("VAPIDGenerate", func(t *testing.T) { t.Parallel(); testVAPIDGenerate(t, bin) })
 	t.Run("FakeProvidersConfig", func(t *testing.T) { t.Parallel(); testFakeProvidersConfig(t, bin) })
+	t.Run("FakeProvidersCertName", func(t *testing.T) { t.Parallel(); testFakeProvidersCertName(t, bin) })
 	t.Run("ConfigErrors", func(t *testing.T) { t.Parallel(); testConfigErrors(t, bin) })
 	t.Run("MetricsListener", func(t *testing.T) { t.Parallel(); testMetricsListener(t, bin) })
 	t.Run("EveryKeyRevoked", func(t *testing.T) { t.Parallel(); testEveryKeyRevoked(t, bin) })
@@ -204,6 +207,44 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 	r := run(t, bin, "fake-providers", "--listen", "0.0.0.0:0")
 	if r.code == 0 || !strings.Contains(r.stderr, "--listen") {
 		t.Errorf("a non-loopback --listen: exit code %d, stderr %q; want a failure naming --listen", r.code, r.stderr)
+	}
+}
+
+// testFakeProvidersCertName: --cert-name puts a provider's real host into
+// the fake's certificate (for a client tunnelled to the fake), beside the
+// loopback address it is reached at.
+func testFakeProvidersCertName(t *testing.T, bin string) {
+	p := start(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", "fcm.googleapis.com", "--connect-listen", "127.0.0.1:0")
+	f := readFake(t, p, "")
+	p.waitFor(p.stderr, "the CONNECT proxy's address", func(s string) (string, bool) {
+		return s, strings.Contains(s, "CONNECT proxy: http://127.0.0.1:")
+	})
+	b, err := os.ReadFile(sectionFCM(f.config.Providers).CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("the CA file holds no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"fcm.googleapis.com", "127.0.0.1"} {
+		if err := cert.VerifyHostname(host); err != nil {
+			t.Errorf("the fake's certificate: %v", err)
+		}
+	}
+	f.subscription() // the fake still answers on its loopback address
+
+	r := run(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", " ")
+	if r.code == 0 || !strings.Contains(r.stderr, "--cert-name") {
+		t.Errorf("an empty --cert-name: exit code %d, stderr %q; want a failure naming --cert-name", r.code, r.stderr)
+	}
+	r = run(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--connect-listen", "0.0.0.0:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "--connect-listen") {
+		t.Errorf("a non-loopback --connect-listen: exit code %d, stderr %q; want a failure naming it", r.code, r.stderr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/fakepush"
@@ -30,17 +31,31 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 	dir := fs.String("dir", "", "directory for the credential files and "+fakeConfigFile+" (default: a new temporary directory, removed at exit)")
 	project := fs.String("project", "oncepush-test", "FCM and RuStore project id")
 	topic := fs.String("topic", "dev.oncepush.test", "APNs topic (the app's bundle id)")
+	connect := fs.String("connect-listen", "", "also serve an HTTP CONNECT proxy on this loopback address that tunnels every host to the fake (HTTPS_PROXY for a client that dials a provider's real host; use with --cert-name)")
+	var certNames nameList
+	fs.Var(&certNames, "cert-name", "a host name the fake's certificate also names, repeatable (such as fcm.googleapis.com, for a client tunnelled to the fake; the fake serves FCM's own path too)")
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
-	if err := loopbackOnly(*listen); err != nil {
+	if err := loopbackOnly("--listen", *listen); err != nil {
 		return err
 	}
 	if *project == "" || *topic == "" {
 		return usagef("--project and --topic must not be empty")
 	}
 
-	fake, err := fakepush.Start(&fakepush.Options{Addr: *listen})
+	if *connect != "" {
+		if err := loopbackOnly("--connect-listen", *connect); err != nil {
+			return err
+		}
+	}
+	for _, n := range certNames {
+		if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " /:") {
+			return usagef("--cert-name %q is not a host name", n)
+		}
+	}
+
+	fake, err := fakepush.Start(&fakepush.Options{Addr: *listen, CertNames: certNames, ConnectAddr: *connect})
 	if err != nil {
 		return &config.Error{Setting: "--listen", Problem: err.Error()}
 	}
@@ -80,18 +95,27 @@ func fakeProviders(ctx context.Context, e *env, args []string) error {
 		"  configuration: %s (printed above; run 'oncepush serve --config %[2]s')\n"+
 		"  control endpoints: %[1]s%[3]s (requests, received, stats, program, mix, latency, reset, webpush/subscriptions)\n"+
 		"  stop with Ctrl-C or SIGTERM\n", fake.URL, filepath.Join(out, fakeConfigFile), fakepush.ControlPrefix)
+	if fake.ConnectURL != "" {
+		fmt.Fprintf(e.stderr, "  CONNECT proxy: %s (every host tunnelled to the fake)\n", fake.ConnectURL)
+	}
 
 	<-ctx.Done()
 	fmt.Fprintln(e.stderr, "oncepush fake-providers: stopped")
 	return nil
 }
 
+// nameList is a repeatable flag.
+type nameList []string
+
+func (l *nameList) String() string     { return strings.Join(*l, ",") }
+func (l *nameList) Set(v string) error { *l = append(*l, v); return nil }
+
 // loopbackOnly refuses an address other than a loopback one: the fake has no
 // authentication, and its certificate is valid for 127.0.0.1 and ::1 only.
-func loopbackOnly(addr string) error {
+func loopbackOnly(flag, addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return &config.Error{Setting: "--listen", Problem: fmt.Sprintf("%q is not host:port (%v)", addr, err)}
+		return &config.Error{Setting: flag, Problem: fmt.Sprintf("%q is not host:port (%v)", addr, err)}
 	}
 	if host == "localhost" {
 		return nil
@@ -99,7 +123,7 @@ func loopbackOnly(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return &config.Error{Setting: "--listen", Problem: fmt.Sprintf("%q is not a loopback address: the fake providers are for tests on this machine (127.0.0.1)", addr)}
+	return &config.Error{Setting: flag, Problem: fmt.Sprintf("%q is not a loopback address: the fake providers are for tests on this machine (127.0.0.1)", addr)}
 }
 
 // fakeConfig writes the fake's credentials into dir and returns a

@@ -19,7 +19,8 @@ import (
 	"github.com/oncepush/oncepush"
 )
 
-// fakeFCM is the fake FCM HTTP v1 send API (under /fcm) and Google's OAuth 2.0
+// fakeFCM is the fake FCM HTTP v1 send API (under /fcm, and at FCM's own
+// path /v1/…) and Google's OAuth 2.0
 // token endpoint (/oauth2/token). The token endpoint verifies the RS256
 // assertion of a service account handed out by FCMServiceAccount and issues
 // access tokens; the send API accepts only those, for their own project.
@@ -46,6 +47,7 @@ type fcmAccessToken struct {
 // The wire facts the fake checks.
 const (
 	fcmScope           = "https://www.googleapis.com/auth/firebase.messaging"
+	fcmCloudScope      = "https://www.googleapis.com/auth/cloud-platform" // the send API takes it too
 	fcmJWTBearerGrant  = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 	fcmTokenLifetime   = time.Hour
 	fcmMaxAssertionAge = time.Hour
@@ -71,6 +73,9 @@ func newFakeFCM(s *Server) *fakeFCM {
 	}
 	s.mux.HandleFunc("POST /oauth2/token", f.token)
 	s.mux.HandleFunc("POST /fcm/v1/projects/{project}/messages:send", f.send)
+	// FCM's own path, for a client that dials fcm.googleapis.com through a
+	// tunnel to the fake (Options.CertNames) and cannot be given a base URL.
+	s.mux.HandleFunc("POST /v1/projects/{project}/messages:send", f.send)
 	return f
 }
 
@@ -307,8 +312,8 @@ func (f *fakeFCM) verifyAssertion(assertion string) (project, problem string) {
 	switch now := f.s.now(); {
 	case !known:
 		return "", fmt.Sprintf("Invalid JWT: iss %q is not a service account of this server", claims.Iss)
-	case !slices.Contains(strings.Fields(claims.Scope), fcmScope):
-		return "", fmt.Sprintf("Invalid JWT: scope %q does not include %s", claims.Scope, fcmScope)
+	case !slices.Contains(strings.Fields(claims.Scope), fcmScope) && !slices.Contains(strings.Fields(claims.Scope), fcmCloudScope):
+		return "", fmt.Sprintf("Invalid JWT: scope %q includes neither %s nor %s", claims.Scope, fcmScope, fcmCloudScope)
 	case claims.Aud != f.s.URL+"/oauth2/token":
 		return "", fmt.Sprintf("Invalid JWT: aud %q is not this token endpoint", claims.Aud)
 	case claims.Iat == 0 || claims.Exp == 0:

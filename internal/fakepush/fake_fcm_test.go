@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -104,7 +105,12 @@ func TestFakeOAuthVerifiesAssertions(t *testing.T) {
 		{name: "unknown kid", edit: func(h, c map[string]any) { h["kid"] = "0000" }},
 		{name: "not RS256", edit: func(h, c map[string]any) { h["alg"] = "none" }},
 		{name: "unknown issuer", edit: func(h, c map[string]any) { c["iss"] = "someone@else.iam.gserviceaccount.com" }},
-		{name: "scope without FCM", edit: func(h, c map[string]any) { c["scope"] = "https://www.googleapis.com/auth/cloud-platform" }},
+		{name: "scope without FCM", edit: func(h, c map[string]any) { c["scope"] = "https://www.googleapis.com/auth/datastore" }},
+		// The send API takes either scope; the Firebase Admin SDK asks for
+		// cloud-platform (and others), never firebase.messaging.
+		{name: "cloud-platform scope", ok: true, edit: func(h, c map[string]any) {
+			c["scope"] = "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/firebase"
+		}},
 		{name: "wrong audience", edit: func(h, c map[string]any) { c["aud"] = "https://oauth2.googleapis.com/token" }},
 		{name: "lives longer than an hour", edit: func(h, c map[string]any) {
 			c["exp"] = time.Now().Add(2 * time.Hour).Unix()
@@ -207,5 +213,63 @@ func TestFakeFCMRefusesMalformedMessages(t *testing.T) {
 	}
 	if n := fake.Count(); n != 0 {
 		t.Errorf("malformed messages were recorded: %d", n)
+	}
+}
+
+// A client that cannot be pointed at the fake (the Firebase Admin SDK, which
+// gorush uses) dials fcm.googleapis.com through an HTTPS proxy: the fake
+// serves one (Options.ConnectAddr) that hands each tunnel to its own TLS
+// server, its certificate names the host, and it serves FCM's own path.
+func TestFakeFCMAnswersAsGoogleThroughItsConnectProxy(t *testing.T) {
+	t.Parallel()
+	fake := StartForTest(t, &Options{CertNames: []string{"fcm.googleapis.com"}, ConnectAddr: "127.0.0.1:0"})
+	if fake.ConnectURL == "" {
+		t.Fatal("no ConnectURL")
+	}
+	proxy, err := url.Parse(fake.ConnectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf := fake.TLSConfig()
+	tunnel := &http.Client{Transport: &http.Transport{
+		Proxy:             http.ProxyURL(proxy),
+		TLSClientConfig:   tlsConf,
+		ForceAttemptHTTP2: true,
+	}}
+	t.Cleanup(tunnel.CloseIdleConnections)
+	access := fcmAccountOf(t, fake, "proj-a").accessToken(t, fake, nil)
+	for i := range 2 { // the second on the same tunnel
+		req, err := http.NewRequest("POST", "https://fcm.googleapis.com/v1/projects/proj-a/messages:send",
+			strings.NewReader(`{"message":{"token":"device-1","data":{"oncepush_id":"n1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+access)
+		resp, err := tunnel.Do(req)
+		if err != nil {
+			t.Fatalf("send %d through the fake's proxy as fcm.googleapis.com: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || !strings.Contains(string(body), `"name":"projects/proj-a/messages/`) {
+			t.Fatalf("FCM's own path: %s %d %s", resp.Proto, resp.StatusCode, body)
+		}
+	}
+	reqs := fake.RequestsFor(oncepush.TransportFCM)
+	if len(reqs) != 2 || reqs[0].NotificationID != "n1" || reqs[0].RemoteAddr != reqs[1].RemoteAddr {
+		t.Fatalf("recorded %+v; want two requests on one connection", reqs)
+	}
+	// The loopback address stays valid, and the proxy refuses anything but CONNECT.
+	if status, _ := postBearer(t, fake, "/fcm/v1/projects/proj-a/messages:send", access,
+		`{"message":{"token":"device-2"}}`); status != http.StatusOK {
+		t.Fatalf("through 127.0.0.1: %d", status)
+	}
+	resp, err := http.Get(fake.ConnectURL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET on the proxy: %d, want 405", resp.StatusCode)
 	}
 }

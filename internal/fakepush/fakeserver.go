@@ -13,11 +13,16 @@ package fakepush
 import (
 	"cmp"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -54,6 +59,10 @@ import (
 type Server struct {
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
+	// ConnectURL is the CONNECT proxy's URL, http://127.0.0.1:port, when
+	// Options.ConnectAddr asked for one.
+	ConnectURL string
+	proxy      *http.Server
 
 	srv  *httptest.Server
 	mux  *http.ServeMux
@@ -205,6 +214,17 @@ type Options struct {
 	// providers also tell time by. Nil: the wall clock. Programmed latency is
 	// real time whatever the clock.
 	Clock oncepush.Clock
+	// CertNames are host names the server's certificate names besides
+	// 127.0.0.1, ::1 and localhost: for a client that cannot be pointed at
+	// the fake and dials a provider's real host through a tunnel to it
+	// (fcm.googleapis.com for the Firebase Admin SDK). Empty: the
+	// certificate of net/http/httptest.
+	CertNames []string
+	// ConnectAddr, when set, is a loopback address for an HTTP CONNECT
+	// proxy (Server.ConnectURL) that hands every tunnel, whatever host it
+	// names, to the fake's TLS server: for a client that dials a provider's
+	// real host (with CertNames naming it) and honours HTTPS_PROXY.
+	ConnectAddr string
 }
 
 // TB is the part of testing.TB that StartForTest uses; the package does
@@ -267,12 +287,60 @@ func Start(opts *Options) (*Server, error) {
 	s.srv = httptest.NewUnstartedServer(s.mux)
 	s.srv.Listener.Close()
 	s.srv.Listener = l
+	if opts.ConnectAddr != "" {
+		tl := newTunnelListener(l)
+		proxy, pl, err := startConnectProxy(opts.ConnectAddr, tl)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("pushtest: listen on %s: %w", opts.ConnectAddr, err)
+		}
+		s.srv.Listener, s.proxy, s.ConnectURL = tl, proxy, "http://"+pl.Addr().String()
+	}
 	s.srv.EnableHTTP2 = true
 	s.srv.Config.ErrorLog = nil
+	if len(opts.CertNames) > 0 {
+		cert, err := selfSigned(opts.CertNames)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("pushtest: certificate for %v: %w", opts.CertNames, err)
+		}
+		s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
 	s.srv.StartTLS()
 	s.URL = s.srv.URL
 	s.cert = s.srv.Certificate()
 	return s, nil
+}
+
+// selfSigned makes a certificate of its own for the loopback addresses and
+// names, valid for a day: the fake lives for one test run.
+func selfSigned(names []string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"oncepush fake providers"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              append([]string{"localhost"}, names...),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // Transports are the transports the fake speaks, in their documented order.
@@ -293,7 +361,12 @@ func (s *Server) now() time.Time {
 }
 
 // Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	s.srv.Close()
+}
 
 // TLSConfig trusts the server's certificate (and only it).
 func (s *Server) TLSConfig() *tls.Config {

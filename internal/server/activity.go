@@ -12,7 +12,7 @@ import (
 // Recent activity: GET /v1/activity answers the due backlog, read from the
 // database when asked, and this process's provider calls of the last
 // recentWindow by transport and outcome, from a ring of counters that
-// Metrics (the engine's Observer) fills. See docs/decisions.md D74.
+// Metrics (the engine's Observer) fills. See docs/decisions.md D72.
 
 // The ring's shape: recentBuckets buckets of recentBucket each.
 const (

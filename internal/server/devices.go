@@ -111,7 +111,7 @@ type lookupRequest struct {
 }
 
 // lookupDevice answers the registration of a token, masked, or 404. The
-// token is in the body, never in the URL (docs/decisions.md D75).
+// token is in the body, never in the URL (docs/decisions.md D73).
 func (s *Server[TTx]) lookupDevice(w http.ResponseWriter, r *http.Request) error {
 	var req lookupRequest
 	if err := s.decode(w, r, &req); err != nil {

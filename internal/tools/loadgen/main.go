@@ -15,7 +15,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -26,8 +25,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +35,7 @@ import (
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/internal/stack"
+	"github.com/oncepush/oncepush/internal/tools/loadkit"
 	"github.com/oncepush/oncepush/pushtest"
 	"github.com/oncepush/oncepush/pushtest/fakeproviders"
 )
@@ -293,7 +291,7 @@ func latency(ctx context.Context, o options, call caller, names []string, runID 
 				}
 				return
 			}
-			id := oncepush.NotificationID("loadgen", rs[0], map[string]any{"dedupKey": key})
+			id := loadkit.NotificationID("loadgen", rs[0], key)
 			mu.Lock()
 			sents = append(sents, sent{at: t0, id: id})
 			mu.Unlock()
@@ -323,22 +321,11 @@ func latency(ctx context.Context, o options, call caller, names []string, runID 
 	}
 	p50, p99 := percentiles(lat)
 	fmt.Printf("mode=latency rate=%d/s sent=%d failed=%d received=%d missing=%d: POST→provider p50=%s p99=%s max=%s\n",
-		o.rate, len(sents), failed.Load(), len(lat), missing, p50, p99, maxDur(lat))
+		o.rate, len(sents), failed.Load(), len(lat), missing, p50, p99, loadkit.Max(lat))
 	return nil
 }
 
 func percentiles(d []time.Duration) (time.Duration, time.Duration) {
-	if len(d) == 0 {
-		return 0, 0
-	}
-	s := slices.Clone(d)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(p float64) time.Duration {
-		return s[min(len(s)-1, int(p*float64(len(s))))].Round(100 * time.Microsecond)
-	}
-	return at(0.50), at(0.99)
-}
-
-func maxDur(d []time.Duration) time.Duration {
-	return cmp.Or(slices.Max(append(d, 0)), 0).Round(100 * time.Microsecond)
+	s := loadkit.Sorted(d)
+	return loadkit.Percentile(s, 0.50), loadkit.Percentile(s, 0.99)
 }

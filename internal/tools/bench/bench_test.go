@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestQuickRun runs the command in its tiny mode on PostgreSQL and SQLite
+// (no gorush): every case gives a figure, the table says gorush was not
+// run, and nothing it started outlives it.
+func TestQuickRun(t *testing.T) {
+	pg := cmp.Or(os.Getenv("ONCEPUSH_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	var stderr bytes.Buffer
+	o, err := parseFlags([]string{"-quick", "-postgres", pg, "-json", jsonPath}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(t.Context(), o, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	var table bytes.Buffer
+	rep.print(&table)
+	t.Log(table.String())
+
+	if rep.CeilingError != "" || len(rep.Ceiling) != 2 || rep.Ceiling[100] <= 0 || rep.Ceiling[500] <= 0 {
+		t.Errorf("ledger ceiling: %v %q", rep.Ceiling, rep.CeilingError)
+	}
+	if g := rep.column("gorush"); g == nil || g.NotRun == "" || !strings.Contains(table.String(), "not run") {
+		t.Errorf("the gorush column does not say it was not run")
+	}
+	for _, name := range []string{"oncepush postgres", "oncepush sqlite"} {
+		c := rep.column(name)
+		if c == nil {
+			t.Fatalf("no column %q", name)
+		}
+		if len(c.Errors) > 0 {
+			t.Errorf("%s: failed cases: %v", name, c.Errors)
+			continue
+		}
+		if len(c.SingleAtOnce) != 1 || len(c.SingleSlow) != 1 || c.Fanout <= 0 || c.FanoutRSSMiB <= 0 ||
+			c.LatencyAtOnce == nil || c.LatencySlow == nil || c.Drain <= 0 || c.Saturation == nil {
+			t.Errorf("%s: a case gave no figure: %+v", name, c)
+		}
+		for _, l := range []*latencies{c.LatencyAtOnce, c.LatencySlow} {
+			if l != nil && (l.Missing != 0 || l.Sent != 200 || l.P50ms <= 0) {
+				t.Errorf("%s: latency %+v: want 200 sends, all matched with the fake's receipts", name, l)
+			}
+		}
+	}
+	if !strings.Contains(table.String(), "| case | gorush | oncepush postgres | oncepush sqlite |") {
+		t.Errorf("no table header in:\n%s", table.String())
+	}
+
+	// The -json file has the same figures.
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back report
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Columns) != 3 {
+		t.Errorf("-json: %v, %d columns", err, len(back.Columns))
+	}
+
+	// Nothing outlives the run: processes, the temp dir, scratch databases.
+	if _, err := os.Stat(rep.TempDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temp dir %s is still there (%v)", rep.TempDir, err)
+	}
+	if len(rep.pids) < 3 {
+		t.Errorf("pids %v: want the fake and a server per database", rep.pids)
+	}
+	for _, pid := range rep.pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d is still there (%v)", pid, err)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, db := range append(rep.databases, rep.ceilingDB) {
+		name := db[strings.LastIndex(db, "/")+1:]
+		var n int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil || n != 0 {
+			t.Errorf("scratch database %s: %d left (%v)", name, n, err)
+		}
+	}
+}
+
+// Bad flags are refused with exit code 2, naming the flag.
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-drivers", "mysql"},
+		{"-fanout-sends", "750"},
+		{"-count", "0"},
+		{"-ceiling-batches", "100,x"},
+		{"stray"},
+	} {
+		var stderr bytes.Buffer
+		if code := runMain(t.Context(), args, &bytes.Buffer{}, &stderr); code != 2 {
+			t.Errorf("%v: exit code %d, want 2", args, code)
+		}
+		if flagName := strings.TrimPrefix(args[0], "-"); args[0][0] == '-' && !strings.Contains(stderr.String(), flagName) {
+			t.Errorf("%v: %q does not name the flag", args, stderr.String())
+		}
+	}
+}
