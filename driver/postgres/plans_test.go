@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -193,6 +194,50 @@ func TestQueryPlans(t *testing.T) {
 	t.Run("CleanupReadsThroughIndexes", func(t *testing.T) { cleanupReadsThroughIndexes(t, p) })
 	t.Run("ListsSeekTheirCursor", func(t *testing.T) { listsSeekTheirCursor(t, p) })
 	t.Run("MessageListSeeksItsCursor", func(t *testing.T) { messageListSeeksItsCursor(t, p) })
+	t.Run("MarkFindsItsDeliveriesByID", func(t *testing.T) { markFindsItsDeliveriesByID(t, p) })
+}
+
+// markFindsItsDeliveriesByID: the statement that marks a wave sending finds
+// the wave's deliveries by id on the primary key, in custom and generic
+// plans — never through the due index. Its conditions (pending, enough lease
+// left) match that partial index's predicate and column, and the planner,
+// which estimates the leased range as nearly empty, took it; but on a busy
+// queue that range holds an entry for every claim since the last vacuum,
+// and a mark read tens of thousands of them: 52 ms a wave, a drain at a
+// third of its speed.
+func markFindsItsDeliveriesByID(t *testing.T, p *planner) {
+	// A queue filled after the statistics were taken on a nearly empty
+	// table (autovacuum analyzes a new table early), then drained: most
+	// pending deliveries due, a few thousand leased (due again at their
+	// lease's end). Rolled back.
+	ctx := t.Context()
+	for _, stmt := range []string{
+		"BEGIN",
+		"DELETE FROM oncepush_device_attempt",
+		"DELETE FROM oncepush_delivery WHERE id > 10",
+		"ANALYZE oncepush_delivery",
+		"INSERT INTO oncepush_delivery (message_id, recipient, notification_id, status, next_attempt_at, created_at, lease_id) " +
+			"SELECT 1, 'q' || i, md5('q' || i), 'pending', now() + CASE WHEN i % 20 = 0 THEN interval '100 s' ELSE interval '0' END, now(), " +
+			"CASE WHEN i % 20 = 0 THEN 7 END FROM generate_series(1, 100000) i",
+	} {
+		if _, err := p.conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	defer func() {
+		if _, err := p.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	args := []string{"NULL", "'{10,20,30}'", "7", "52500000000", "'{1,2,3}'", "'{fcm,fcm,fcm}'", "'{a,b,c}'"}
+	for _, mode := range planModes {
+		plan := p.plan(t, "DeviceAttemptMarkSending", mode, args)
+		plan.walk(func(n *planNode) {
+			if n.Index == "oncepush_delivery_due" || n.NodeType == "Seq Scan" && n.Relation == "oncepush_delivery" {
+				t.Errorf("mark (%s) reads the deliveries by %s %s, not by id on the primary key:\n%s", mode, n.NodeType, n.Index, plan)
+			}
+		})
+	}
 }
 
 // everyQueryReadsThroughIndexes: no named query reads a ledger table whole in
