@@ -3,20 +3,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -74,39 +73,7 @@ func startFake(ctx context.Context, ps *procs, bin, dir string) (*fake, error) {
 
 // control calls a control endpoint and decodes its JSON answer into out.
 func (f *fake) control(ctx context.Context, method, path string, body, out any, want int) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, f.url+path, r)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("fake %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("fake %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("fake %s %s: %d, want %d: %s", method, path, resp.StatusCode, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("fake %s %s: %w", method, path, err)
-		}
-	}
-	return nil
+	return fakepush.Call(ctx, f.client, f.url, method, path, body, out, want)
 }
 
 // received reads the fake's whole record, in pages.

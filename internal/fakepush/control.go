@@ -2,6 +2,7 @@ package fakepush
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -419,4 +420,44 @@ func controlJSON(w http.ResponseWriter, status int, v any) {
 
 func controlError(w http.ResponseWriter, status int, msg string) {
 	controlJSON(w, status, map[string]string{"error": msg})
+}
+
+// Call makes one request to a fake's control endpoint at base+path, for a
+// harness driving the fake from another process: body (if not nil) as JSON,
+// and the answer's JSON decoded into out (if not nil). want is the status
+// expected; 0 takes any 2xx.
+func Call(ctx context.Context, hc *http.Client, base, method, path string, body, out any, want int) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fake %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("fake %s %s: %w", method, path, err)
+	}
+	if want == 0 && resp.StatusCode/100 != 2 || want != 0 && resp.StatusCode != want {
+		return fmt.Errorf("fake %s %s: %d: %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("fake %s %s: %w", method, path, err)
+		}
+	}
+	return nil
 }
