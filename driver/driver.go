@@ -18,6 +18,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -39,6 +40,9 @@ var (
 	// ErrTokenRegistered: DeviceRegister with KeepOtherOwner found the token
 	// registered to another recipient; it wrote nothing.
 	ErrTokenRegistered = errors.New("oncepush/driver: token registered to another recipient")
+	// ErrPageConflict: CampaignPageAdd found the page number taken by a page
+	// of other recipients; it wrote nothing.
+	ErrPageConflict = errors.New("oncepush/driver: campaign page number taken by another page")
 )
 
 // Delivery statuses. A delivery is pending until it reaches one of the others,
@@ -286,6 +290,51 @@ type Executor interface {
 	// backlog), and the age of the oldest.
 	DeliveryDueStats(ctx context.Context, now *time.Time, max int) (count int, oldestAge time.Duration, err error)
 
+	// --- campaigns (migration 6)
+
+	// CampaignInsert writes a new campaign as given (ID, the expansion's
+	// state and the times other than CreatedAt are ignored) and returns it.
+	CampaignInsert(ctx context.Context, c *Campaign) (*Campaign, error)
+	// CampaignGet returns one campaign, or ErrNotFound.
+	CampaignGet(ctx context.Context, id int64) (*Campaign, error)
+	// CampaignLock returns one campaign with its row locked until the
+	// transaction ends (PostgreSQL: FOR UPDATE; SQLite's write transaction
+	// is the lock), or ErrNotFound. Called in InTx only.
+	CampaignLock(ctx context.Context, id int64) (*Campaign, error)
+	// CampaignSave writes every field of c but ID and CreatedAt, with
+	// UpdatedAt set to now; called under CampaignLock.
+	CampaignSave(ctx context.Context, c *Campaign, now *time.Time) error
+	// CampaignList returns up to Limit campaigns with ids below BeforeID,
+	// newest first, of Status when it is not empty.
+	CampaignList(ctx context.Context, p *CampaignListParams) ([]*Campaign, error)
+	// CampaignTry picks the campaign due for expansion work first (the
+	// lowest id that is sending, or scheduled with StartAt at or before
+	// now), skipping rows locked by others, and counts a try on it, on its
+	// own (committed when it returns). A campaign that already has MaxTries
+	// counted becomes interrupted instead, its LastError kept and
+	// Interrupted set. Found is false when no campaign is due.
+	CampaignTry(ctx context.Context, p *CampaignTryParams) (*CampaignTryResult, error)
+	// CampaignPageAdd records an uploaded page of a campaign's audience and
+	// adds its recipients (those already in the audience are left as they
+	// are), and returns how many were added. A page whose number is taken
+	// with the same Digest writes nothing and returns Replayed; with another
+	// digest, ErrPageConflict.
+	CampaignPageAdd(ctx context.Context, p *CampaignPageParams) (added int, replayed bool, err error)
+	// CampaignRecipientsAfter returns up to limit of a campaign's uploaded
+	// recipients after the given one, in order.
+	CampaignRecipientsAfter(ctx context.Context, campaignID int64, after string, limit int) ([]string, error)
+	// DeviceListAfter returns up to limit devices whose recipient sorts
+	// after the given one, ordered by recipient then id, excluding devices
+	// bound to a revoked session.
+	DeviceListAfter(ctx context.Context, after string, limit int) ([]*Device, error)
+	// DeliveryInsertMany writes deliveries of an existing message, one per
+	// recipient (NotificationIDs[i], due at DueAt[i]), skipping recipients
+	// whose (recipient, DedupKey) exists, and returns how many it wrote.
+	DeliveryInsertMany(ctx context.Context, p *DeliveryInsertParams) (int, error)
+	// DeviceAttemptCountByState counts a message's device attempts by
+	// state.
+	DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error)
+
 	// --- recorded requests (SendOptions.RequestHash; migration 2)
 	//
 	// The engine's, not the server's: MessageInsert writes a record in the
@@ -329,6 +378,9 @@ type Message struct {
 	ScheduledAt time.Time
 	ExpiresAt   time.Time
 	CreatedAt   time.Time
+	// Audience is a campaign's device filter (JSON, the engine's); nil for
+	// every other message.
+	Audience []byte
 }
 
 // MessageInsertParams writes a message and its deliveries: Recipients[i] gets
@@ -347,6 +399,7 @@ type MessageInsertParams struct {
 	Ambiguity   string
 	ScheduledAt *time.Time
 	Lifetime    time.Duration
+	Audience    []byte // a campaign's device filter, or nil
 
 	Recipients      []string
 	NotificationIDs []string
@@ -407,6 +460,7 @@ type Device struct {
 	Session      string
 	Locale       string
 	TimeZone     string
+	Tags         []string // sorted, distinct
 	CreatedAt    time.Time
 	RegisteredAt time.Time
 }
@@ -554,6 +608,7 @@ type DeviceRegisterParams struct {
 	Session         string
 	Locale          string
 	TimeZone        string
+	Tags            []string // sorted, distinct; replaces the registration's
 	MaxPerRecipient int
 	// KeepOtherOwner refuses to move the token (ErrTokenRegistered): a direct
 	// send registers under an implicit recipient and must not take a token
@@ -601,6 +656,89 @@ type Delivery struct {
 	Devices        []*DeviceAttempt // filled by the list and get methods
 }
 
+// Campaign statuses.
+const (
+	CampaignDraft       = "draft"
+	CampaignScheduled   = "scheduled"
+	CampaignSending     = "sending"
+	CampaignCompleted   = "completed"
+	CampaignInterrupted = "interrupted"
+	CampaignCanceled    = "canceled"
+)
+
+// Campaign audiences.
+const (
+	AudienceRecipients = "recipients"
+	AudienceDevices    = "devices"
+)
+
+// Campaign is a stored campaign. Content and Filter are the engine's JSON
+// documents, which drivers store as they are.
+type Campaign struct {
+	ID            int64
+	Name          string
+	Status        string
+	Content       []byte // the message and its options
+	Audience      string // AudienceRecipients or AudienceDevices
+	Filter        []byte // the device filter, or nil
+	StartAt       *time.Time
+	RatePerMinute int
+
+	// The expansion's state.
+	MessageID       int64 // 0 until started
+	Cursor          string
+	Written         int64 // deliveries written
+	Recipients      int64 // uploaded audience members
+	InvalidTokens   int64 // malformed tokens the expansion left out
+	DuplicateTokens int64 // second devices with a token key already targeted
+	Tries           int
+	LastError       string
+
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// CampaignListParams selects a page of campaigns.
+type CampaignListParams struct {
+	Status   string // "" = any
+	BeforeID int64
+	Limit    int
+}
+
+// CampaignTryParams picks a campaign for expansion work.
+type CampaignTryParams struct {
+	Now      *time.Time
+	MaxTries int
+}
+
+// CampaignTryResult is the campaign CampaignTry picked.
+type CampaignTryResult struct {
+	Found       bool
+	ID          int64
+	Tries       int  // counted, this one included
+	Interrupted bool // the tries had run out: it is interrupted now
+}
+
+// CampaignPageParams is an uploaded page of recipients.
+type CampaignPageParams struct {
+	CampaignID int64
+	Page       int
+	Digest     []byte
+	Recipients []string // distinct
+}
+
+// DeliveryInsertParams writes deliveries of an existing message.
+type DeliveryInsertParams struct {
+	Now             *time.Time
+	MessageID       int64
+	DedupKey        string
+	Recipients      []string
+	NotificationIDs []string
+	DueAt           []time.Time
+}
+
 // LockParams names a lock and its holder.
 type LockParams struct {
 	Now   *time.Time
@@ -620,6 +758,16 @@ type CleanupParams struct {
 type SweepParams struct {
 	AfterID int64
 	Limit   int
+}
+
+// TagsJSON encodes a device's tags as drivers store them: a JSON array,
+// "[]" for none.
+func TagsJSON(tags []string) string {
+	if len(tags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(tags) // strings always encode
+	return string(b)
 }
 
 // AttachAttempts fills each delivery's Devices with its ledger rows, read with

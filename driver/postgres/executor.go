@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -68,16 +69,12 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 }
 
 func messageInsertArgs(p *driver.MessageInsertParams) named {
-	var data any // NULL, not the JSON literal null, when there is no data
-	if p.Data != nil {
-		data = string(p.Data)
-	}
 	return named{
-		"now": p.Now, "type": p.Type, "title": p.Title, "body": p.Body, "data": data,
+		"now": p.Now, "type": p.Type, "title": p.Title, "body": p.Body, "data": jsonArg(p.Data),
 		"link": p.Link, "image": p.Image, "category": p.Category, "ambiguity": p.Ambiguity,
 		"scheduled_at": p.ScheduledAt, "lifetime_us": micros(p.Lifetime),
 		"recipients": p.Recipients, "notification_ids": p.NotificationIDs, "dedup_key": p.DedupKey,
-		"request_hash": p.RequestHash, "duplicates": p.Duplicates,
+		"request_hash": p.RequestHash, "duplicates": p.Duplicates, "audience": jsonArg(p.Audience),
 	}
 }
 
@@ -205,14 +202,14 @@ func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.M
 func scanMessage(r pgx.CollectableRow) (*driver.Message, error) {
 	m := &driver.Message{}
 	err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
-		&m.Ambiguity, &m.ScheduledAt, &m.ExpiresAt, &m.CreatedAt)
+		&m.Ambiguity, &m.ScheduledAt, &m.ExpiresAt, &m.CreatedAt, &m.Audience)
 	return m, err
 }
 
 func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
 	d := &driver.Device{}
 	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
-		&d.Locale, &d.TimeZone, &d.CreatedAt, &d.RegisteredAt)
+		&d.Locale, &d.TimeZone, &d.Tags, &d.CreatedAt, &d.RegisteredAt)
 	return d, err
 }
 
@@ -343,7 +340,7 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 			devs, err := query(ctx, tx, scanDevice, q.Get("DeviceUpsert"), named{
 				"now": p.Now, "recipient": p.Recipient, "transport": p.Transport, "token": p.Token,
 				"token_key": p.TokenKey, "platform": p.Platform, "session": p.Session,
-				"locale": p.Locale, "time_zone": p.TimeZone,
+				"locale": p.Locale, "time_zone": p.TimeZone, "tags": driver.TagsJSON(p.Tags),
 			})
 			if err != nil {
 				return err
@@ -418,6 +415,9 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 			return err
 		}
 		res.Devices = int(tag.RowsAffected())
+		if _, err := tx.Exec(ctx, q.Get("CampaignRecipientDeleteByRecipient"), args); err != nil {
+			return err
+		}
 		return scanDeleted(tx.QueryRow(ctx, q.Get("DeliveryDeleteByRecipient"), args), &res.Deliveries)
 	})
 	return res, err
@@ -612,4 +612,113 @@ func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (i
 		return 0, nil
 	}
 	return e.lockThenDelete(ctx, "IdempotencyLockMany", "IdempotencyDeleteFreed", named{"keys": keys})
+}
+
+// jsonArg is a JSON document for a jsonb parameter: NULL, not the JSON
+// literal null, when there is none.
+func jsonArg(doc []byte) any {
+	if doc == nil {
+		return nil
+	}
+	return string(doc)
+}
+
+// --- campaigns
+
+func scanCampaign(r pgx.CollectableRow) (*driver.Campaign, error) {
+	c := &driver.Campaign{}
+	err := r.Scan(&c.ID, &c.Name, &c.Status, &c.Content, &c.Audience, &c.Filter, &c.StartAt, &c.RatePerMinute,
+		&c.MessageID, &c.Cursor, &c.Written, &c.Recipients, &c.InvalidTokens, &c.DuplicateTokens, &c.Tries,
+		&c.LastError, &c.CreatedAt, &c.UpdatedAt, &c.StartedAt, &c.FinishedAt)
+	return c, err
+}
+
+func (e *executor) CampaignInsert(ctx context.Context, c *driver.Campaign) (*driver.Campaign, error) {
+	out := *c
+	err := e.db.QueryRow(ctx, q.Get("CampaignInsert"), named{
+		"now": nil, "name": c.Name, "status": c.Status, "content": jsonArg(c.Content), "audience": c.Audience,
+		"filter": jsonArg(c.Filter), "start_at": c.StartAt, "rate_per_minute": c.RatePerMinute,
+	}).Scan(&out.ID, &out.CreatedAt)
+	out.UpdatedAt = out.CreatedAt
+	return &out, err
+}
+
+func (e *executor) CampaignGet(ctx context.Context, id int64) (*driver.Campaign, error) {
+	return queryOne(ctx, e.db, scanCampaign, q.Get("CampaignGet"), named{"id": id})
+}
+
+func (e *executor) CampaignLock(ctx context.Context, id int64) (*driver.Campaign, error) {
+	return queryOne(ctx, e.db, scanCampaign, q.Get("CampaignLock"), named{"id": id})
+}
+
+func (e *executor) CampaignSave(ctx context.Context, c *driver.Campaign, now *time.Time) error {
+	_, err := e.db.Exec(ctx, q.Get("CampaignSave"), named{
+		"id": c.ID, "now": now, "name": c.Name, "status": c.Status, "content": jsonArg(c.Content),
+		"audience": c.Audience, "filter": jsonArg(c.Filter), "start_at": c.StartAt,
+		"rate_per_minute": c.RatePerMinute, "message_id": c.MessageID, "cursor": c.Cursor, "written": c.Written,
+		"recipients": c.Recipients, "invalid_tokens": c.InvalidTokens, "duplicate_tokens": c.DuplicateTokens,
+		"tries": c.Tries, "last_error": c.LastError, "started_at": c.StartedAt, "finished_at": c.FinishedAt,
+	})
+	return err
+}
+
+func (e *executor) CampaignList(ctx context.Context, p *driver.CampaignListParams) ([]*driver.Campaign, error) {
+	return query(ctx, e.db, scanCampaign, q.Get("CampaignList"), named{
+		"before_id": p.BeforeID, "status": p.Status, "max": p.Limit,
+	})
+}
+
+func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams) (*driver.CampaignTryResult, error) {
+	res := &driver.CampaignTryResult{Found: true}
+	err := e.db.QueryRow(ctx, q.Get("CampaignTry"), named{"now": p.Now, "max_tries": p.MaxTries}).
+		Scan(&res.ID, &res.Tries, &res.Interrupted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &driver.CampaignTryResult{}, nil
+	}
+	return res, err
+}
+
+func (e *executor) CampaignPageAdd(ctx context.Context, p *driver.CampaignPageParams) (int, bool, error) {
+	var added int
+	var replayed bool
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		var inserted bool
+		var digest []byte
+		args := named{"campaign_id": p.CampaignID, "page": p.Page, "digest": p.Digest, "recipients": p.Recipients}
+		if err := tx.QueryRow(ctx, q.Get("CampaignPageInsert"), args).Scan(&inserted, &digest); err != nil {
+			return err
+		}
+		if !inserted {
+			if !bytes.Equal(digest, p.Digest) {
+				return driver.ErrPageConflict
+			}
+			replayed = true
+			return nil
+		}
+		return tx.QueryRow(ctx, q.Get("CampaignRecipientInsert"), args).Scan(&added)
+	})
+	return added, replayed, err
+}
+
+func (e *executor) CampaignRecipientsAfter(ctx context.Context, campaignID int64, after string, limit int) ([]string, error) {
+	return query(ctx, e.db, pgx.RowTo[string], q.Get("CampaignRecipientsAfter"), named{
+		"campaign_id": campaignID, "after": after, "max": limit,
+	})
+}
+
+func (e *executor) DeviceListAfter(ctx context.Context, after string, limit int) ([]*driver.Device, error) {
+	return query(ctx, e.db, scanDevice, q.Get("DeviceListAfter"), named{"after": after, "max": limit})
+}
+
+func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertParams) (int, error) {
+	var n int
+	err := e.db.QueryRow(ctx, q.Get("DeliveryInsertMany"), named{
+		"now": p.Now, "message_id": p.MessageID, "dedup_key": p.DedupKey, "recipients": p.Recipients,
+		"notification_ids": p.NotificationIDs, "due_at": p.DueAt,
+	}).Scan(&n)
+	return n, err
+}
+
+func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {
+	return queryMap[string, int](ctx, e.db, q.Get("DeviceAttemptCountByState"), named{"message_id": messageID})
 }

@@ -8,11 +8,11 @@
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
 m AS (
     INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
-                                  scheduled_at, expires_at, created_at)
+                                  scheduled_at, expires_at, created_at, audience)
     SELECT @type, @title, @body, @data::jsonb, @link, @image, @category, @ambiguity,
            coalesce(@scheduled_at::timestamptz, n.now),
            coalesce(@scheduled_at::timestamptz, n.now) + @lifetime_us::bigint * interval '1 microsecond',
-           n.now
+           n.now, @audience::jsonb
     FROM n
     RETURNING id, scheduled_at, created_at
 ),
@@ -67,13 +67,13 @@ RETURNING d.id, d.message_id, d.recipient, d.notification_id, d.attempts,
           coalesce(due.prev_lease_id, 0), n.now;
 
 -- name: MessageGetMany :many
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at, audience
 FROM oncepush_message
 WHERE id = ANY (@ids::bigint[]);
 
 -- name: DeviceListByRecipients :many
 SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
-       d.time_zone, d.created_at, d.registered_at
+       d.time_zone, d.tags, d.created_at, d.registered_at
 FROM oncepush_device d
 WHERE d.recipient = ANY (@recipients::text[])
   AND (d.session = '' OR NOT EXISTS (
@@ -205,8 +205,8 @@ WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipi
 -- row and the caller deletes that registration and tries again (a new identity).
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
 INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
-                                  time_zone, created_at, registered_at)
-SELECT @recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, n.now, n.now
+                                  time_zone, tags, created_at, registered_at)
+SELECT @recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @tags::jsonb, n.now, n.now
 FROM n
 ON CONFLICT (transport, token_key) DO UPDATE
 SET token         = excluded.token,
@@ -214,9 +214,10 @@ SET token         = excluded.token,
     session       = excluded.session,
     locale        = excluded.locale,
     time_zone     = excluded.time_zone,
+    tags          = excluded.tags,
     registered_at = excluded.registered_at
 WHERE d.recipient = excluded.recipient
-RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
           created_at, registered_at;
 
 -- name: DeviceTrim :exec
@@ -234,14 +235,14 @@ WHERE transport = @transport AND token_key = @token_key
   AND (@recipient::text = '' OR recipient = @recipient);
 
 -- name: DeviceListByRecipient :many
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE recipient = @recipient
 ORDER BY registered_at DESC, id DESC;
 
 -- name: DeviceGetByToken :one
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE transport = @transport AND token_key = @token_key;
@@ -257,6 +258,9 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
+
+-- name: CampaignRecipientDeleteByRecipient :exec
+DELETE FROM oncepush_campaign_recipient WHERE recipient = @recipient;
 
 -- name: DeliveryDeleteByRecipient :one
 -- As DeliveryDeleteFinished: the count, and the messages and dedup keys the
@@ -341,7 +345,8 @@ SELECT id FROM oncepush_message WHERE id = ANY (@ids::bigint[]) ORDER BY id FOR 
 -- each, however many messages are retained.
 DELETE FROM oncepush_message m
 WHERE m.id = ANY (@ids::bigint[])
-  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id);
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
+  AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = m.id);
 
 -- name: MessageSweepOrphans :one
 -- The backstop: of the @max messages after @after_id in id order, delete
@@ -355,6 +360,7 @@ WITH batch AS MATERIALIZED (
     USING batch
     WHERE m.id > @after_id AND m.id <= batch.last
       AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id)
+      AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = m.id)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone)::integer, coalesce((SELECT last FROM batch), 0)::bigint;
@@ -397,7 +403,7 @@ INSERT INTO oncepush_migration (version, name) VALUES (@version, @name);
 SELECT to_regclass('oncepush_migration') IS NOT NULL;
 
 -- name: MessageGet :one
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at, audience
 FROM oncepush_message
 WHERE id = @id;
 
@@ -408,7 +414,7 @@ WHERE id = @id;
 -- @status 'pending' (some delivery pending) or 'done' (none), or '' for
 -- either. A seek into oncepush_message_created.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE (m.created_at, m.id) < (coalesce(@before_at::timestamptz, 'infinity'), @before_id::bigint)
   AND m.created_at >= coalesce(@created_from::timestamptz, '-infinity')
@@ -421,7 +427,7 @@ LIMIT @limit;
 -- name: MessageListByCategory :many
 -- MessageList of one category: a seek into oncepush_message_category.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE m.category = @category
   AND (m.created_at, m.id) < (coalesce(@before_at::timestamptz, 'infinity'), @before_id::bigint)
@@ -478,3 +484,130 @@ SELECT key FROM oncepush_idempotency WHERE key = ANY (@keys::text[]) ORDER BY ke
 DELETE FROM oncepush_idempotency i
 WHERE i.key = ANY (@keys::text[])
   AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = i.key);
+
+-- name: CampaignInsert :one
+INSERT INTO oncepush_campaign (name, status, content, audience, filter, start_at, rate_per_minute,
+                               created_at, updated_at)
+VALUES (@name, @status, @content::jsonb, @audience, @filter::jsonb, @start_at, @rate_per_minute,
+        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()))
+RETURNING id, created_at;
+
+-- name: CampaignGet :one
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id = @id;
+
+-- name: CampaignLock :one
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id = @id
+FOR UPDATE;
+
+-- name: CampaignSave :exec
+UPDATE oncepush_campaign
+SET name = @name, status = @status, content = @content::jsonb, audience = @audience, filter = @filter::jsonb,
+    start_at = @start_at, rate_per_minute = @rate_per_minute, message_id = nullif(@message_id::bigint, 0),
+    cursor = @cursor, written = @written, recipients = @recipients, invalid_tokens = @invalid_tokens,
+    duplicate_tokens = @duplicate_tokens, tries = @tries, last_error = @last_error,
+    updated_at = coalesce(@now::timestamptz, now()), started_at = @started_at, finished_at = @finished_at
+WHERE id = @id;
+
+-- name: CampaignList :many
+-- Newest first, below the cursor: a seek into the primary key, or into
+-- oncepush_campaign_status when a status is given.
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id < @before_id AND (@status::text = '' OR status = @status)
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: CampaignTry :one
+-- The oldest campaign with work, skipping one another process is working
+-- on (its row locked): one more try counted, or, when the tries have run
+-- out, interrupted. No row when none is due.
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
+pick AS (
+    SELECT c.id
+    FROM oncepush_campaign c, n
+    WHERE c.status IN ('scheduled', 'sending')
+      AND (c.status = 'sending' OR c.start_at <= n.now)
+    ORDER BY c.id
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE oncepush_campaign c
+SET tries = CASE WHEN c.tries >= @max_tries THEN c.tries ELSE c.tries + 1 END,
+    status = CASE WHEN c.tries >= @max_tries THEN 'interrupted' ELSE c.status END,
+    updated_at = n.now
+FROM pick, n
+WHERE c.id = pick.id
+RETURNING c.id, c.tries, c.status = 'interrupted';
+
+-- name: CampaignPageInsert :one
+-- The page's digest: inserted, or the one recorded before.
+WITH ins AS (
+    INSERT INTO oncepush_campaign_page (campaign_id, page, digest, size)
+    VALUES (@campaign_id, @page, @digest, cardinality(@recipients::text[]))
+    ON CONFLICT (campaign_id, page) DO NOTHING
+    RETURNING digest
+)
+SELECT true, digest FROM ins
+UNION ALL
+SELECT false, digest FROM oncepush_campaign_page
+WHERE campaign_id = @campaign_id AND page = @page AND NOT EXISTS (SELECT 1 FROM ins);
+
+-- name: CampaignRecipientInsert :one
+WITH ins AS (
+    INSERT INTO oncepush_campaign_recipient (campaign_id, recipient)
+    SELECT @campaign_id, r FROM unnest(@recipients::text[]) AS r
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), c AS (SELECT count(*)::integer AS n FROM ins)
+UPDATE oncepush_campaign SET recipients = recipients + c.n
+FROM c
+WHERE id = @campaign_id
+RETURNING c.n;
+
+-- name: CampaignRecipientsAfter :many
+SELECT recipient FROM oncepush_campaign_recipient
+WHERE campaign_id = @campaign_id AND recipient > @after
+ORDER BY recipient
+LIMIT @max;
+
+-- name: DeviceListAfter :many
+-- A seek into oncepush_device_recipient.
+SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
+       d.time_zone, d.tags, d.created_at, d.registered_at
+FROM oncepush_device d
+WHERE d.recipient > @after
+  AND (d.session = '' OR NOT EXISTS (
+        SELECT 1 FROM oncepush_revoked_session s WHERE s.session = d.session))
+ORDER BY d.recipient, d.id
+LIMIT @max;
+
+-- name: DeliveryInsertMany :one
+-- MessageInsert's delivery insert, for a message that exists, each row due
+-- at its own time.
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
+d AS (
+    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+    SELECT @message_id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''), u.due_at, n.now
+    FROM n, unnest(@recipients::text[], @notification_ids::text[], @due_at::timestamptz[])
+              AS u (recipient, notification_id, due_at)
+    ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING 1
+)
+SELECT count(*)::integer FROM d;
+
+-- name: DeviceAttemptCountByState :many
+SELECT a.state, count(*)::integer
+FROM oncepush_delivery d
+JOIN oncepush_device_attempt a ON a.delivery_id = d.id
+WHERE d.message_id = @message_id
+GROUP BY a.state;
