@@ -172,6 +172,11 @@ func (p *claimPlan) recover(d *delivery) {
 func (p *claimPlan) planMessage(now time.Time, msg *driver.Message, ds []*delivery, ans eligibilityAnswer,
 	devices map[string][]*driver.Device, rules planRules,
 ) {
+	var aud *audience
+	var audErr error
+	if msg != nil {
+		aud, audErr = parseAudience(msg.Audience)
+	}
 	for _, d := range ds {
 		switch {
 		case msg == nil: // cannot happen under the foreign key; never strand the rows
@@ -183,6 +188,10 @@ func (p *claimPlan) planMessage(now time.Time, msg *driver.Message, ds []*delive
 			p.updates = append(p.updates, d.end(driver.StatusExpired))
 		case ans.err != nil:
 			p.updates = append(p.updates, rules.retryOrEnd(d, "eligibility: "+ans.err.Error(), 0, true))
+		case audErr != nil:
+			p.updates = append(p.updates, rules.retryOrEnd(d, audErr.Error(), 0, true))
+		case aud != nil:
+			p.planDelivery(d, ans.decisions[d.row.Recipient], aud.devices(rules.transports, devices[d.row.Recipient]), rules)
 		default:
 			p.planDelivery(d, ans.decisions[d.row.Recipient], devices[d.row.Recipient], rules)
 		}

@@ -64,6 +64,9 @@ type clientCore struct {
 	exec        func() driver.Executor
 	notifying   atomic.Bool
 	notifyAgain atomic.Bool
+
+	// campaignWake makes the campaign loop look for work at once.
+	campaignWake chan struct{}
 }
 
 // NewClient returns a client on the driver. It does not touch the database; call
@@ -96,6 +99,7 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
 	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
 	cl.throttle = map[Transport]time.Time{}
+	cl.campaignWake = make(chan struct{}, 1)
 	for _, p := range c.Providers {
 		cl.providers[p.Transport()] = p
 		cl.sems[p.Transport()] = make(chan struct{}, c.ConcurrentSends)
@@ -292,7 +296,7 @@ func (c *clientCore) registerDevice(ctx context.Context, ex driver.Executor, d D
 	}
 	return c.storeDevice(ctx, ex, &driver.DeviceRegisterParams{
 		Recipient: d.Recipient, Transport: string(d.Transport), Token: token, TokenKey: key,
-		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone,
+		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone, Tags: d.Tags,
 	})
 }
 
@@ -326,7 +330,7 @@ func deviceFromRow(r *driver.Device) Device {
 	return Device{
 		ID: r.ID, Recipient: r.Recipient, Transport: Transport(r.Transport), Token: Token(r.Token),
 		Platform: r.Platform, Session: r.Session, Locale: r.Locale, TimeZone: r.TimeZone,
-		CreatedAt: r.CreatedAt, RegisteredAt: r.RegisteredAt,
+		Tags: r.Tags, CreatedAt: r.CreatedAt, RegisteredAt: r.RegisteredAt,
 	}
 }
 

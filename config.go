@@ -27,6 +27,9 @@ const (
 	MaxDevicesPerRecipientDefault = 10
 	CleanupIntervalDefault        = 10 * time.Minute
 	PollIntervalDefault           = time.Second
+	CampaignIntervalDefault       = time.Second
+	CampaignBatchDefault          = 1000
+	CampaignMaxTriesDefault       = 5
 	SendGroupsDefault             = 4
 )
 
@@ -113,6 +116,17 @@ type Config struct {
 	// CleanupInterval is how often a started client tries to run cleanup (one
 	// process at a time does). Default 10 min.
 	CleanupInterval time.Duration `json:"cleanupInterval,omitempty"`
+	// CampaignInterval is how often a started client looks for campaign
+	// work (a scheduled campaign due, an expansion to go on with) when it
+	// has found none. Default 1 s.
+	CampaignInterval time.Duration `json:"campaignInterval,omitempty"`
+	// CampaignBatch is how many recipients one expansion batch writes
+	// deliveries for, in one transaction. Default 1000, at most 10000.
+	CampaignBatch int `json:"campaignBatch,omitempty"`
+	// CampaignMaxTries is how many expansion tries in a row may fail (a
+	// crashed process's try counts) before the campaign is interrupted.
+	// Default 5.
+	CampaignMaxTries int `json:"campaignMaxTries,omitempty"`
 	// PollInterval is how often idle workers look for due work without a wake-up
 	// (scheduled sends, retries, expired leases). Default 1 s.
 	PollInterval time.Duration `json:"pollInterval,omitempty"`
@@ -157,6 +171,9 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	c.MaxDevicesPerRecipient = cmp.Or(c.MaxDevicesPerRecipient, MaxDevicesPerRecipientDefault)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, CleanupIntervalDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.CampaignInterval = cmp.Or(c.CampaignInterval, CampaignIntervalDefault)
+	c.CampaignBatch = cmp.Or(c.CampaignBatch, CampaignBatchDefault)
+	c.CampaignMaxTries = cmp.Or(c.CampaignMaxTries, CampaignMaxTriesDefault)
 	c.Ambiguity = cmp.Or(c.Ambiguity, AmbiguityResend)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Observer == nil {
@@ -181,7 +198,8 @@ func (cfg *Config) withDefaults() (*Config, error) {
 		{"BackoffMax", int64(c.BackoffMax)}, {"MessageLifetime", int64(c.MessageLifetime)},
 		{"Retention", int64(c.Retention)}, {"MaxDevicesPerRecipient", int64(c.MaxDevicesPerRecipient)},
 		{"CleanupInterval", int64(c.CleanupInterval)}, {"PollInterval", int64(c.PollInterval)},
-		{"SendGroups", int64(c.SendGroups)},
+		{"SendGroups", int64(c.SendGroups)}, {"CampaignInterval", int64(c.CampaignInterval)},
+		{"CampaignBatch", int64(c.CampaignBatch)}, {"CampaignMaxTries", int64(c.CampaignMaxTries)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {
@@ -191,6 +209,8 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	switch {
 	case c.BatchSize > 10000:
 		return nil, fmt.Errorf("oncepush: Config.BatchSize %d is above 10000", c.BatchSize)
+	case c.CampaignBatch > 10000:
+		return nil, fmt.Errorf("oncepush: Config.CampaignBatch %d is above 10000", c.CampaignBatch)
 	case c.PipelineDepth > 64:
 		return nil, fmt.Errorf("oncepush: Config.PipelineDepth %d is above 64", c.PipelineDepth)
 	case c.Lease <= c.RunBudget+c.SendTimeout:

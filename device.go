@@ -1,8 +1,10 @@
 package oncepush
 
 import (
+	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -57,6 +59,11 @@ type Device struct {
 	Locale string
 	// TimeZone is an IANA zone ("Europe/Zurich"), optional.
 	TimeZone string
+	// Tags are the app's segments for the device ("beta", "plan:pro"), which
+	// a campaign's DeviceFilter selects on: at most 32, each 1 to 64 bytes of
+	// letters, digits and "_.:-". Each registration replaces them (none
+	// given: none kept); they are stored sorted and distinct.
+	Tags []string
 	// CreatedAt is when this registration was first made.
 	CreatedAt time.Time
 	// RegisteredAt is when it was last registered (renewed).
@@ -136,5 +143,49 @@ func (t *transportTable) normalizeDevice(d *Device) (token, tokenKey string, err
 			return "", "", invalid("timeZone", "%q is not an IANA time zone", d.TimeZone)
 		}
 	}
+	tags, err := normalizeTags("tags", d.Tags)
+	if err != nil {
+		return "", "", err
+	}
+	d.Tags = tags
 	return token, tokenKey, nil
+}
+
+// Tag limits (Device.Tags, DeviceFilter.Tags).
+const (
+	MaxTags   = 32
+	maxTagLen = 64
+)
+
+// normalizeTags checks tags and returns them sorted and distinct; field
+// names the list in errors ("tags", "filter.tags").
+func normalizeTags(field string, tags []string) ([]string, error) {
+	if len(tags) > MaxTags {
+		return nil, invalid(field, "has %d entries, at most %d", len(tags), MaxTags)
+	}
+	for i, t := range tags {
+		if !validTag(t) {
+			return nil, invalid(fmt.Sprintf("%s[%d]", field, i), "%q is not a tag: 1 to %d bytes of letters, digits and _.:-", t, maxTagLen)
+		}
+	}
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(tags)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func validTag(t string) bool {
+	if t == "" || len(t) > maxTagLen {
+		return false
+	}
+	for _, r := range t {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == ':', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

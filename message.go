@@ -171,37 +171,45 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 		seen[r] = struct{}{}
 		p.recipients = append(p.recipients, r)
 	}
+	if err := c.prepareContent(p, msg, opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
+// prepareContent validates a send's message and options into p: all of
+// prepare but the recipients (a campaign's content is checked by it too).
+func (c *clientCore) prepareContent(p *prepared, msg *Message, opts *SendOptions) error {
 	if len(msg.Type) > maxTypeLen {
-		return nil, invalid("type", "must be at most %d bytes", maxTypeLen)
+		return invalid("type", "must be at most %d bytes", maxTypeLen)
 	}
 	for _, f := range []struct{ name, text string }{
 		{"type", msg.Type}, {"title", msg.Title}, {"body", msg.Body}, {"link", msg.Link}, {"image", msg.Image},
 		{"dedupKey", opts.DedupKey}, {"category", opts.Category},
 	} {
 		if err := checkText(f.name, f.text); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if strings.TrimSpace(msg.Title) == "" && strings.TrimSpace(msg.Body) == "" {
-		return nil, invalid("title", "title and body are both empty; a notification needs at least one")
+		return invalid("title", "title and body are both empty; a notification needs at least one")
 	}
 	if msg.Data != nil {
 		var err error
 		if p.data, p.dataSize, err = encodeData(msg.Data, c.transports.reservedDataKey, min(MaxDataBytes, c.transports.maxPayload)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if msg.Link != "" {
 		u, err := url.Parse(msg.Link)
 		if err != nil || !strings.HasPrefix(msg.Link, "/") || strings.HasPrefix(msg.Link, "//") || u.Scheme != "" || u.Host != "" {
-			return nil, invalid("link", "must be an absolute in-app path such as /orders/42")
+			return invalid("link", "must be an absolute in-app path such as /orders/42")
 		}
 	}
 	if msg.Image != "" {
 		u, err := url.Parse(msg.Image)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, invalid("image", "must be an http or https URL")
+			return invalid("image", "must be an http or https URL")
 		}
 		if u.Scheme == "http" {
 			p.dropped = msg.Image // providers show only https images
@@ -210,30 +218,30 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 		}
 	}
 	if size, limit := len(msg.Title)+len(msg.Body)+p.dataSize+len(msg.Link)+len(p.image), c.transports.maxPayload; size > limit {
-		return nil, invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, limit)
+		return invalid(largestField(msg, p), "title, body, data, link and image take %d bytes together, at most %d allowed", size, limit)
 	}
 
 	if len(opts.DedupKey) > maxKeyLen {
-		return nil, invalid("dedupKey", "must be at most %d bytes", maxKeyLen)
+		return invalid("dedupKey", "must be at most %d bytes", maxKeyLen)
 	}
 	if opts.RequestHash != nil && (opts.DedupKey == "" || len(opts.RequestHash) == 0 || len(opts.RequestHash) > 64) {
-		return nil, invalid("dedupKey", "a recorded request (RequestHash, 1 to 64 bytes) needs a dedup key")
+		return invalid("dedupKey", "a recorded request (RequestHash, 1 to 64 bytes) needs a dedup key")
 	}
 	if len(opts.Category) > maxTypeLen {
-		return nil, invalid("category", "must be at most %d bytes", maxTypeLen)
+		return invalid("category", "must be at most %d bytes", maxTypeLen)
 	}
 	var cat Category
 	if c.cfg.Categories != nil && opts.Category != "" {
 		var ok bool
 		if cat, ok = c.cfg.Categories[opts.Category]; !ok {
-			return nil, invalid("category", "%q is not a declared category", opts.Category)
+			return invalid("category", "%q is not a declared category", opts.Category)
 		}
 	}
 	switch {
 	case opts.Lifetime < 0:
-		return nil, invalid("lifetime", "must not be negative")
+		return invalid("lifetime", "must not be negative")
 	case opts.Lifetime > MaxLifetime:
-		return nil, invalid("lifetime", "is longer than %s", MaxLifetime)
+		return invalid("lifetime", "is longer than %s", MaxLifetime)
 	case opts.Lifetime == 0:
 		p.lifetime = c.cfg.MessageLifetime
 	default:
@@ -247,14 +255,14 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 	// why. Without Config.Clock, "now" is this process's clock, not the
 	// database's: they differ by the hosts' skew.
 	if at := opts.ScheduledAt; !at.IsZero() && opts.DedupKey == "" && !at.Add(p.lifetime).After(c.clockNow()) {
-		return nil, invalid("scheduledAt", "%s is so far in the past that its lifetime (%s) has ended: "+
+		return invalid("scheduledAt", "%s is so far in the past that its lifetime (%s) has ended: "+
 			"give a later time, none (now), or a longer lifetime", at.UTC().Format(time.RFC3339), p.lifetime)
 	}
 	if opts.Ambiguity != "" && !opts.Ambiguity.valid() {
-		return nil, invalid("ambiguity", "%q is neither %q nor %q", opts.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
+		return invalid("ambiguity", "%q is neither %q nor %q", opts.Ambiguity, AmbiguityResend, AmbiguityAtMostOnce)
 	}
 	p.policy = cmp.Or(opts.Ambiguity, cat.Ambiguity, c.cfg.Ambiguity)
-	return p, nil
+	return nil
 }
 
 func largestField(msg *Message, p *prepared) string {

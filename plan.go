@@ -23,6 +23,9 @@ type planRules struct {
 	// providers are the transports served; a device of any other is settled
 	// as rejected. Only the keys are read.
 	providers map[Transport]Provider
+	// transports checks tokens for a campaign's audience (nil: the
+	// built-in transports).
+	transports *transportTable
 }
 
 func (c *clientCore) planRules() planRules {
@@ -31,6 +34,7 @@ func (c *clientCore) planRules() planRules {
 		backoffMin:  c.cfg.BackoffMin,
 		backoffMax:  c.cfg.BackoffMax,
 		providers:   c.providers,
+		transports:  c.transports,
 	}
 }
 

@@ -42,6 +42,7 @@ func (c *Client[TTx]) Start(ctx context.Context) error {
 		c.wg.Go(func() { c.workLoop(claimCtx, sendCtx, i, w) })
 	}
 	c.wg.Go(func() { c.cleanupLoop(claimCtx) })
+	c.wg.Go(func() { c.campaignLoop(claimCtx, c.campaignWake) })
 	c.log.InfoContext(ctx, "oncepush client started", slog.String("driver", c.driver.Name()), slog.Int("workers", c.cfg.Workers),
 		slog.Int("batch_size", c.cfg.BatchSize), slog.Int("providers", len(c.providers)))
 	return nil

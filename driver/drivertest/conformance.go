@@ -142,6 +142,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"GroupLeftWhenCanceled", testGroupLeftWhenCanceled[TTx]},
 		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
 	})
+	runParallel(t, h, campaignTests[TTx]())
 }
 
 // epoch is where every test clock starts.

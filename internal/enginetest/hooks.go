@@ -64,6 +64,18 @@ type Hooks struct {
 	// or more sends, once its statements have run, just before COMMIT, with
 	// the number of sends in it. Hooks of the leader's context.
 	OnGroupCommitting func(members int)
+	// OnCampaignLocking is called just before a campaign operation (start,
+	// cancel, an expansion step, …) locks the campaign's row, in its
+	// transaction; OnCampaignLocked just after, with the status it read
+	// under the lock. The lock is held while OnCampaignLocked runs.
+	OnCampaignLocking func(campaignID int64)
+	OnCampaignLocked  func(campaignID int64, status string)
+	// OnCampaignBatch is called inside an expansion batch's transaction,
+	// once its statements have run and before COMMIT, with the number of
+	// deliveries it wrote; an error it returns fails the batch, which rolls
+	// back (a test's injected failure). Hooks of the expanding call's
+	// context (Client.Start, ExpandCampaigns).
+	OnCampaignBatch func(campaignID int64, written int) error
 }
 
 type hooksKey struct{}
@@ -156,6 +168,28 @@ func (h *Hooks) GroupCommitting(members int) {
 	if h != nil && h.OnGroupCommitting != nil {
 		h.OnGroupCommitting(members)
 	}
+}
+
+// CampaignLocking calls OnCampaignLocking if set.
+func (h *Hooks) CampaignLocking(id int64) {
+	if h != nil && h.OnCampaignLocking != nil {
+		h.OnCampaignLocking(id)
+	}
+}
+
+// CampaignLocked calls OnCampaignLocked if set.
+func (h *Hooks) CampaignLocked(id int64, status string) {
+	if h != nil && h.OnCampaignLocked != nil {
+		h.OnCampaignLocked(id, status)
+	}
+}
+
+// CampaignBatch calls OnCampaignBatch if set.
+func (h *Hooks) CampaignBatch(id int64, written int) error {
+	if h != nil && h.OnCampaignBatch != nil {
+		return h.OnCampaignBatch(id, written)
+	}
+	return nil
 }
 
 // Counter counts the calls of a hook and lets a test wait for the n-th: give

@@ -1,0 +1,765 @@
+package oncepush
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
+)
+
+// A campaign sends one message to an audience that may be millions of
+// devices: an uploaded list of recipients, or every registered device a
+// filter selects. Starting it writes its message; the campaign loop of any
+// started client then expands it into one delivery per recipient, in
+// bounded batches, each committing the cursor with the deliveries it wrote,
+// so a crash resumes where the last batch ended and no recipient gets two.
+// See docs/architecture.md, "Campaigns".
+
+// CampaignStatus is where a campaign is in its life.
+type CampaignStatus string
+
+const (
+	// CampaignDraft: created, editable; its audience may be uploaded.
+	CampaignDraft CampaignStatus = driver.CampaignDraft
+	// CampaignScheduled: starts at its StartAt; its audience may still be
+	// uploaded.
+	CampaignScheduled CampaignStatus = driver.CampaignScheduled
+	// CampaignSending: started; its deliveries are being written.
+	CampaignSending CampaignStatus = driver.CampaignSending
+	// CampaignCompleted: every delivery is written (its totals say how many
+	// are still queued).
+	CampaignCompleted CampaignStatus = driver.CampaignCompleted
+	// CampaignInterrupted: the expansion failed Config.CampaignMaxTries
+	// times in a row; ResumeCampaign goes on from the cursor.
+	CampaignInterrupted CampaignStatus = driver.CampaignInterrupted
+	// CampaignCanceled: final; nothing more of it is submitted.
+	CampaignCanceled CampaignStatus = driver.CampaignCanceled
+)
+
+// Audience says who a campaign is sent to.
+type Audience string
+
+const (
+	// AudienceRecipients: the recipients uploaded with AddCampaignRecipients,
+	// each to its devices that the filter selects.
+	AudienceRecipients Audience = driver.AudienceRecipients
+	// AudienceDevices: every registered device the filter selects.
+	AudienceDevices Audience = driver.AudienceDevices
+)
+
+// DeviceFilter selects devices. An empty list selects every value; a device
+// matches when it matches every list given.
+type DeviceFilter struct {
+	// Transports: any of.
+	Transports []Transport `json:"transports,omitempty"`
+	// Platforms: any of (Device.Platform, exactly).
+	Platforms []string `json:"platforms,omitempty"`
+	// Locales: any of; "en" matches "en" and "en-…", "en-GB" only "en-GB"
+	// (case-insensitive).
+	Locales []string `json:"locales,omitempty"`
+	// Tags: all of (Device.Tags).
+	Tags []string `json:"tags,omitempty"`
+}
+
+// CampaignSpec is what a campaign sends and to whom: what CreateCampaign
+// takes and UpdateCampaign replaces.
+type CampaignSpec struct {
+	// Name is the operator's label, optional (at most 200 bytes).
+	Name string
+	// Message is the content, checked as Send checks it.
+	Message Message
+	// Category, Lifetime and Ambiguity are SendOptions' (the lifetime runs
+	// from the campaign's start).
+	Category  string
+	Lifetime  time.Duration
+	Ambiguity AmbiguityPolicy
+	// Audience is who receives it; Filter narrows it to the devices it
+	// selects.
+	Audience Audience
+	Filter   DeviceFilter
+	// RatePerMinute paces the campaign: its deliveries fall due at this
+	// rate from its start. 0: as fast as the workers go.
+	RatePerMinute int
+}
+
+// Campaign is a stored campaign.
+type Campaign struct {
+	ID int64
+	CampaignSpec
+	Status CampaignStatus
+	// StartAt is when a scheduled campaign starts.
+	StartAt time.Time
+	// MessageID is the campaign's message, written when it starts.
+	MessageID int64
+	// Cursor is the last recipient whose delivery is written.
+	Cursor string
+	// Recipients is the size of the uploaded audience.
+	Recipients int64
+	// Written is the number of deliveries written.
+	Written int64
+	// MalformedTokens counts the devices the expansion left out because
+	// their token is not well formed for its transport; DuplicateTokens the
+	// devices left out because another device with the same token was
+	// targeted.
+	MalformedTokens, DuplicateTokens int64
+	// Tries counts the expansion tries begun since the last batch that
+	// committed; LastError is the last failure's text.
+	Tries     int
+	LastError string
+
+	CreatedAt, UpdatedAt, StartedAt, FinishedAt time.Time
+
+	// Totals are filled by Client.Campaign.
+	Totals *CampaignTotals
+}
+
+// CampaignTotals count a campaign's deliveries and device attempts, read
+// from the ledger's rows.
+type CampaignTotals struct {
+	// Deliveries by status: queued (pending), sent, failed, skipped,
+	// expired, ambiguous, no devices, canceled.
+	Queued, Sent, Failed, Skipped, Expired, Ambiguous, NoDevices, Canceled int
+	// Attempts by device: accepted by their provider, refused as invalid
+	// tokens (the device is deleted), refused otherwise, ambiguous at least
+	// once.
+	Accepted, InvalidTokens, Rejected, AmbiguousAttempts int
+}
+
+// CampaignQuery selects a page of campaigns, newest first.
+type CampaignQuery struct {
+	// Status, when set, keeps campaigns in it.
+	Status CampaignStatus
+	// Before is the cursor: campaigns with ids below it (0: from the newest).
+	Before int64
+	// Limit is the page's size: 1 to 500, default 50.
+	Limit int
+}
+
+// CampaignList is a page of campaigns.
+type CampaignList struct {
+	Campaigns []Campaign
+	// Next is the Before of the next page; 0 at the end.
+	Next int64
+}
+
+// CampaignPageAdded says what an uploaded page added.
+type CampaignPageAdded struct {
+	// Added is the number of recipients new to the audience.
+	Added int
+	// Replayed: the page was uploaded before with the same recipients;
+	// nothing was written.
+	Replayed bool
+}
+
+// Campaign limits.
+const (
+	// MaxCampaignPage is the most recipients one uploaded page holds.
+	MaxCampaignPage = 10000
+	// MaxFilterValues is the most values of each of a filter's lists.
+	MaxFilterValues = 32
+	// MaxRatePerMinute bounds CampaignSpec.RatePerMinute.
+	MaxRatePerMinute = 10_000_000
+)
+
+var (
+	// ErrCampaignState: the operation does not apply to the campaign in its
+	// status (a *CampaignStateError says which).
+	ErrCampaignState = errors.New("oncepush: the campaign's status does not allow this")
+	// ErrCampaignPageConflict: the page number was uploaded before with
+	// other recipients; nothing was written.
+	ErrCampaignPageConflict = errors.New("oncepush: campaign page number already holds other recipients")
+)
+
+// CampaignStateError is ErrCampaignState with the status found.
+type CampaignStateError struct {
+	ID     int64
+	Status CampaignStatus
+	// Op is what was refused: "update", "upload", "schedule", "start",
+	// "resume".
+	Op string
+}
+
+func (e *CampaignStateError) Error() string {
+	return fmt.Sprintf("oncepush: cannot %s campaign %d: it is %s", e.Op, e.ID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrCampaignState) hold.
+func (e *CampaignStateError) Is(target error) bool { return target == ErrCampaignState }
+
+// campaignContent is the message and options a campaign stores: its
+// content column, read back and checked again when it starts.
+type campaignContent struct {
+	Type      string          `json:"type,omitempty"`
+	Title     string          `json:"title,omitempty"`
+	Body      string          `json:"body,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	Link      string          `json:"link,omitempty"`
+	Image     string          `json:"image,omitempty"`
+	Category  string          `json:"category,omitempty"`
+	Lifetime  time.Duration   `json:"lifetime,omitempty"`
+	Ambiguity AmbiguityPolicy `json:"ambiguity,omitempty"`
+}
+
+// campaignParts is a checked spec as the driver stores it.
+type campaignParts struct {
+	content []byte
+	filter  []byte
+}
+
+// checkCampaign validates a spec completely, as prepare does a send, and
+// returns it encoded.
+func (c *clientCore) checkCampaign(s *CampaignSpec) (*campaignParts, error) {
+	if err := checkText("name", s.Name); err != nil {
+		return nil, err
+	}
+	if len(s.Name) > maxSmallField {
+		return nil, invalid("name", "must be at most %d bytes", maxSmallField)
+	}
+	if err := c.prepareContent(&prepared{}, &s.Message, s.sendOptions()); err != nil {
+		return nil, err
+	}
+	switch s.Audience {
+	case AudienceRecipients, AudienceDevices:
+	case "":
+		return nil, invalid("audience", "must be %q or %q", AudienceRecipients, AudienceDevices)
+	default:
+		return nil, invalid("audience", "%q is neither %q nor %q", s.Audience, AudienceRecipients, AudienceDevices)
+	}
+	if s.RatePerMinute < 0 || s.RatePerMinute > MaxRatePerMinute {
+		return nil, invalid("ratePerMinute", "must be between 0 (no pacing) and %d", MaxRatePerMinute)
+	}
+	f, err := c.checkFilter(s.Filter)
+	if err != nil {
+		return nil, err
+	}
+	s.Filter = f
+	content := campaignContent{
+		Type: s.Message.Type, Title: s.Message.Title, Body: s.Message.Body, Link: s.Message.Link,
+		Image: s.Message.Image, Category: s.Category, Lifetime: s.Lifetime, Ambiguity: s.Ambiguity,
+	}
+	if s.Message.Data != nil {
+		if content.Data, err = json.Marshal(s.Message.Data); err != nil {
+			return nil, invalid("data", "cannot be encoded: %v", err)
+		}
+	}
+	parts := &campaignParts{}
+	if parts.content, err = json.Marshal(content); err != nil {
+		return nil, fmt.Errorf("oncepush: encode campaign: %w", err)
+	}
+	if parts.filter, err = json.Marshal(f); err != nil {
+		return nil, fmt.Errorf("oncepush: encode campaign filter: %w", err)
+	}
+	return parts, nil
+}
+
+func (s *CampaignSpec) sendOptions() *SendOptions {
+	return &SendOptions{Category: s.Category, Lifetime: s.Lifetime, Ambiguity: s.Ambiguity}
+}
+
+// checkFilter validates a filter and returns it in canonical form (tags
+// sorted and distinct, locales in lower case).
+func (c *clientCore) checkFilter(f DeviceFilter) (DeviceFilter, error) {
+	out := DeviceFilter{}
+	for name, n := range map[string]int{"filter.transports": len(f.Transports), "filter.platforms": len(f.Platforms), "filter.locales": len(f.Locales)} {
+		if n > MaxFilterValues {
+			return out, invalid(name, "has %d entries, at most %d", n, MaxFilterValues)
+		}
+	}
+	for i, t := range f.Transports {
+		if _, err := c.transports.spec(fmt.Sprintf("filter.transports[%d]", i), t); err != nil {
+			return out, err
+		}
+	}
+	for i, p := range f.Platforms {
+		if p == "" || len(p) > 32 {
+			return out, invalid(fmt.Sprintf("filter.platforms[%d]", i), "must be 1 to 32 bytes")
+		}
+		if err := checkText(fmt.Sprintf("filter.platforms[%d]", i), p); err != nil {
+			return out, err
+		}
+	}
+	for i, l := range f.Locales {
+		if l == "" || len(l) > 35 || strings.ContainsAny(l, " \t\n/") {
+			return out, invalid(fmt.Sprintf("filter.locales[%d]", i), "%q is not a BCP 47 language tag", l)
+		}
+		if err := checkText(fmt.Sprintf("filter.locales[%d]", i), l); err != nil {
+			return out, err
+		}
+		out.Locales = append(out.Locales, strings.ToLower(l))
+	}
+	tags, err := normalizeTags("filter.tags", f.Tags)
+	if err != nil {
+		return out, err
+	}
+	out.Transports, out.Platforms, out.Tags = slices.Clone(f.Transports), slices.Clone(f.Platforms), tags
+	return out, nil
+}
+
+// matches reports whether the filter selects the device.
+func (f *DeviceFilter) matches(d *driver.Device) bool {
+	if len(f.Transports) > 0 && !slices.Contains(f.Transports, Transport(d.Transport)) {
+		return false
+	}
+	if len(f.Platforms) > 0 && !slices.Contains(f.Platforms, d.Platform) {
+		return false
+	}
+	if len(f.Locales) > 0 {
+		loc := strings.ToLower(d.Locale)
+		if !slices.ContainsFunc(f.Locales, func(l string) bool { return loc == l || strings.HasPrefix(loc, l+"-") }) {
+			return false
+		}
+	}
+	for _, t := range f.Tags {
+		if _, found := slices.BinarySearch(d.Tags, t); !found {
+			return false
+		}
+	}
+	return true
+}
+
+// audience is a campaign message's device rule, as the claim and the
+// expansion apply it: the filter, and well-formed tokens only.
+type audience struct {
+	filter DeviceFilter
+}
+
+// parseAudience reads a message's audience column; nil for a message
+// that is not a campaign's.
+func parseAudience(doc []byte) (*audience, error) {
+	if doc == nil {
+		return nil, nil
+	}
+	a := &audience{}
+	if err := json.Unmarshal(doc, &a.filter); err != nil {
+		return nil, fmt.Errorf("oncepush: read campaign audience: %w", err)
+	}
+	return a, nil
+}
+
+// reaches reports whether the campaign targets the device, and the key of
+// its token as its transport makes it canonical: the filter selects it and
+// its token is well formed for its transport (a malformed one is never
+// sent). Two registrations whose tokens have one key are one device.
+func (a *audience) reaches(t *transportTable, d *driver.Device) (key string, ok bool) {
+	if !a.filter.matches(d) {
+		return "", false
+	}
+	if t == nil { // a plan's test rules: tokens taken as stored
+		return d.TokenKey, true
+	}
+	_, key, err := t.normalizeToken(Transport(d.Transport), d.Token)
+	return key, err == nil
+}
+
+// devices keeps the devices of one recipient that the campaign reaches,
+// one per token key: what the claim sends a campaign delivery to.
+func (a *audience) devices(t *transportTable, ds []*driver.Device) []*driver.Device {
+	var out []*driver.Device
+	seen := map[pairKey]bool{}
+	for _, d := range ds {
+		key, ok := a.reaches(t, d)
+		if !ok || seen[pairKey{d.Transport, key}] {
+			continue
+		}
+		seen[pairKey{d.Transport, key}] = true
+		out = append(out, d)
+	}
+	return out
+}
+
+// --- the operations
+
+// CreateCampaign stores a campaign as a draft. The spec is checked as a
+// send is: a *ValidationError names the field.
+func (c *Client[TTx]) CreateCampaign(ctx context.Context, spec CampaignSpec) (*Campaign, error) {
+	parts, err := c.checkCampaign(&spec)
+	if err != nil {
+		return nil, err
+	}
+	row, err := c.driver.Exec().CampaignInsert(ctx, &driver.Campaign{
+		Name: spec.Name, Status: driver.CampaignDraft, Content: parts.content, Audience: string(spec.Audience),
+		Filter: parts.filter, RatePerMinute: spec.RatePerMinute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: create campaign: %w", err)
+	}
+	return campaignFromRow(row)
+}
+
+// UpdateCampaign replaces a draft's spec; a campaign in any other status
+// is refused with a *CampaignStateError.
+func (c *Client[TTx]) UpdateCampaign(ctx context.Context, id int64, spec CampaignSpec) (*Campaign, error) {
+	parts, err := c.checkCampaign(&spec)
+	if err != nil {
+		return nil, err
+	}
+	return c.changeCampaign(ctx, id, "update", func(row *driver.Campaign) error {
+		if row.Status != driver.CampaignDraft {
+			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "update"}
+		}
+		row.Name, row.Content, row.Audience, row.Filter = spec.Name, parts.content, string(spec.Audience), parts.filter
+		row.RatePerMinute = spec.RatePerMinute
+		return nil
+	})
+}
+
+// AddCampaignRecipients adds a page of recipients (at most
+// MaxCampaignPage) to the audience of a campaign whose Audience is
+// AudienceRecipients, while it is a draft or scheduled. Pages are numbered
+// by the caller from 1; a page uploaded again with the same recipients (in
+// any order) writes nothing and answers Replayed, so an upload is safe to
+// retry, and one with other recipients under a number already used is
+// refused with ErrCampaignPageConflict. A recipient in several pages is in
+// the audience once.
+func (c *Client[TTx]) AddCampaignRecipients(ctx context.Context, id int64, page int, recipients []string) (CampaignPageAdded, error) {
+	if page < 1 || page > math.MaxInt32 {
+		return CampaignPageAdded{}, invalid("page", "must be a number from 1")
+	}
+	if len(recipients) == 0 {
+		return CampaignPageAdded{}, invalid("recipients", "must name at least one recipient")
+	}
+	if len(recipients) > MaxCampaignPage {
+		return CampaignPageAdded{}, invalid("recipients", "has %d entries, at most %d per page", len(recipients), MaxCampaignPage)
+	}
+	for i, r := range recipients {
+		if err := validateRecipient(fmt.Sprintf("recipients[%d]", i), r); err != nil {
+			return CampaignPageAdded{}, err
+		}
+	}
+	distinct := slices.Clone(recipients)
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+	h := sha256.New()
+	for _, r := range distinct {
+		h.Write([]byte(r))
+		h.Write([]byte{0})
+	}
+	var out CampaignPageAdded
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		row, err := c.lockCampaign(ctx, ex, id)
+		if err != nil {
+			return err
+		}
+		if row.Audience != driver.AudienceRecipients {
+			return invalid("audience", "campaign %d sends to %s, not to uploaded recipients", id, row.Audience)
+		}
+		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
+			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "upload"}
+		}
+		out.Added, out.Replayed, err = ex.CampaignPageAdd(ctx, &driver.CampaignPageParams{
+			CampaignID: id, Page: page, Digest: h.Sum(nil), Recipients: distinct,
+		})
+		if errors.Is(err, driver.ErrPageConflict) {
+			return ErrCampaignPageConflict
+		}
+		return err
+	})
+	return out, c.campaignErr("upload campaign recipients", err)
+}
+
+// ScheduleCampaign sets a draft or scheduled campaign to start at at; the
+// campaign loop of whichever started client finds it due first starts it,
+// once.
+func (c *Client[TTx]) ScheduleCampaign(ctx context.Context, id int64, at time.Time) (*Campaign, error) {
+	if at.IsZero() {
+		return nil, invalid("startAt", "must be a time")
+	}
+	return c.changeCampaign(ctx, id, "schedule", func(row *driver.Campaign) error {
+		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
+			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "schedule"}
+		}
+		row.Status, row.StartAt = driver.CampaignScheduled, &at
+		return nil
+	})
+}
+
+// StartCampaign starts a draft or scheduled campaign now: it writes the
+// campaign's message and moves it to sending, in one transaction holding
+// the campaign's row lock, so of two starters only one proceeds; the other
+// gets a *CampaignStateError (it found the campaign sending). The started
+// clients' campaign loops then write its deliveries.
+func (c *Client[TTx]) StartCampaign(ctx context.Context, id int64) (*Campaign, error) {
+	var row *driver.Campaign
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		var err error
+		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
+			return err
+		}
+		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
+			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "start"}
+		}
+		return c.startLocked(ctx, ex, row)
+	})
+	if err != nil {
+		return nil, c.campaignErr("start campaign", err)
+	}
+	c.wakeCampaigns()
+	return campaignFromRow(row)
+}
+
+// startLocked starts a campaign whose row the transaction holds: its
+// message, written with no delivery, and the campaign sending.
+func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
+	spec, err := specFromRow(row)
+	if err != nil {
+		return err
+	}
+	p := &prepared{}
+	opts := spec.sendOptions()
+	if err := c.prepareContent(p, &spec.Message, opts); err != nil {
+		// The content was checked when stored; a configuration changed
+		// since (a category no longer declared, say) refuses it now.
+		return fmt.Errorf("oncepush: campaign %d can no longer be sent: %w", row.ID, err)
+	}
+	params := c.insertParams(p, &spec.Message, opts)
+	params.Audience = row.Filter
+	msgID, _, err := ex.MessageInsert(ctx, params)
+	if err != nil {
+		return fmt.Errorf("oncepush: write campaign message: %w", err)
+	}
+	msg, err := ex.MessageGet(ctx, msgID)
+	if err != nil {
+		return fmt.Errorf("oncepush: read campaign message: %w", err)
+	}
+	row.Status, row.MessageID, row.StartedAt = driver.CampaignSending, msgID, &msg.CreatedAt
+	row.Tries, row.Cursor = 0, ""
+	return ex.CampaignSave(ctx, row, c.now())
+}
+
+// CancelCampaign cancels a campaign in any status: it stops its expansion
+// and ends its pending deliveries canceled, in one transaction holding the
+// campaign's row lock. Once it returns, no submission of the campaign
+// starts; sends already handed to a provider may finish. Canceling a
+// canceled campaign changes nothing.
+func (c *Client[TTx]) CancelCampaign(ctx context.Context, id int64) (*Campaign, error) {
+	return c.changeCampaign(ctx, id, "cancel", func(row *driver.Campaign) error {
+		if row.Status == driver.CampaignCanceled {
+			return nil
+		}
+		row.Status = driver.CampaignCanceled
+		row.FinishedAt = c.nowOr(row.UpdatedAt)
+		return nil
+	}, func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
+		if row.MessageID == 0 {
+			return nil
+		}
+		_, err := ex.MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: row.MessageID})
+		return err
+	})
+}
+
+// ResumeCampaign sends an interrupted campaign on from its cursor, with its
+// tries counted from 0.
+func (c *Client[TTx]) ResumeCampaign(ctx context.Context, id int64) (*Campaign, error) {
+	out, err := c.changeCampaign(ctx, id, "resume", func(row *driver.Campaign) error {
+		if row.Status != driver.CampaignInterrupted {
+			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "resume"}
+		}
+		row.Status, row.Tries = driver.CampaignSending, 0
+		return nil
+	})
+	if err == nil {
+		c.wakeCampaigns()
+	}
+	return out, err
+}
+
+// Campaign returns a campaign with its totals, or ErrNotFound. The totals
+// are counted from the campaign's delivery and device-attempt rows (two
+// index scans of its message's deliveries).
+func (c *Client[TTx]) Campaign(ctx context.Context, id int64) (*Campaign, error) {
+	ex := c.driver.Exec()
+	row, err := ex.CampaignGet(ctx, id)
+	if err != nil {
+		return nil, c.campaignErr("read campaign", err)
+	}
+	out, err := campaignFromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	out.Totals = &CampaignTotals{}
+	if row.MessageID == 0 {
+		return out, nil
+	}
+	byStatus, err := ex.DeliveryCountByStatus(ctx, row.MessageID)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: count campaign deliveries: %w", err)
+	}
+	byState, err := ex.DeviceAttemptCountByState(ctx, row.MessageID)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: count campaign attempts: %w", err)
+	}
+	ambiguous, err := ex.DeviceAttemptAmbiguousCount(ctx, row.MessageID)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: count campaign attempts: %w", err)
+	}
+	t := out.Totals
+	t.Queued, t.Sent, t.Failed = byStatus[driver.StatusPending], byStatus[driver.StatusSent], byStatus[driver.StatusFailed]
+	t.Skipped, t.Expired, t.Ambiguous = byStatus[driver.StatusSkipped], byStatus[driver.StatusExpired], byStatus[driver.StatusAmbiguous]
+	t.NoDevices, t.Canceled = byStatus[driver.StatusNoDevices], byStatus[driver.StatusCanceled]
+	t.Accepted, t.InvalidTokens, t.Rejected = byState[driver.AttemptAccepted], byState[driver.AttemptInvalid], byState[driver.AttemptRejected]
+	t.AmbiguousAttempts = ambiguous
+	return out, nil
+}
+
+// Campaigns returns a page of campaigns, newest first, without totals.
+func (c *Client[TTx]) Campaigns(ctx context.Context, q CampaignQuery) (CampaignList, error) {
+	switch {
+	case q.Limit == 0:
+		q.Limit = 50
+	case q.Limit < 1 || q.Limit > 500:
+		return CampaignList{}, invalid("limit", "must be between 1 and 500")
+	}
+	if q.Before < 0 {
+		return CampaignList{}, invalid("before", "must not be negative")
+	}
+	if q.Before == 0 {
+		q.Before = math.MaxInt64
+	}
+	switch q.Status {
+	case "", CampaignDraft, CampaignScheduled, CampaignSending, CampaignCompleted, CampaignInterrupted, CampaignCanceled:
+	default:
+		return CampaignList{}, invalid("status", "%q is not a campaign status", q.Status)
+	}
+	rows, err := c.driver.Exec().CampaignList(ctx, &driver.CampaignListParams{Status: string(q.Status), BeforeID: q.Before, Limit: q.Limit + 1})
+	if err != nil {
+		return CampaignList{}, fmt.Errorf("oncepush: list campaigns: %w", err)
+	}
+	var out CampaignList
+	for i, r := range rows {
+		if i == q.Limit {
+			out.Next = rows[i-1].ID
+			break
+		}
+		cp, err := campaignFromRow(r)
+		if err != nil {
+			return CampaignList{}, err
+		}
+		out.Campaigns = append(out.Campaigns, *cp)
+	}
+	return out, nil
+}
+
+// changeCampaign locks a campaign, lets change edit it (or refuse), saves
+// it, and runs then (in the same transaction) with what was saved.
+func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string, change func(*driver.Campaign) error,
+	then ...func(context.Context, driver.Executor, *driver.Campaign) error,
+) (*Campaign, error) {
+	var row *driver.Campaign
+	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		var err error
+		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
+			return err
+		}
+		if err := change(row); err != nil {
+			return err
+		}
+		if err := ex.CampaignSave(ctx, row, c.now()); err != nil {
+			return err
+		}
+		for _, f := range then {
+			if err := f(ctx, ex, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.campaignErr(op+" campaign", err)
+	}
+	return campaignFromRow(row)
+}
+
+// lockCampaign locks a campaign's row in the transaction, calling the test
+// hooks around the lock.
+func (c *clientCore) lockCampaign(ctx context.Context, ex driver.Executor, id int64) (*driver.Campaign, error) {
+	h := enginetest.From(ctx)
+	h.CampaignLocking(id)
+	row, err := ex.CampaignLock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	h.CampaignLocked(id, row.Status)
+	return row, nil
+}
+
+// campaignErr passes the errors callers test for as they are and wraps the
+// rest.
+func (c *clientCore) campaignErr(op string, err error) error {
+	var ve *ValidationError
+	var se *CampaignStateError
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrCampaignPageConflict), errors.As(err, &ve), errors.As(err, &se):
+		return err
+	default:
+		return fmt.Errorf("oncepush: %s: %w", op, err)
+	}
+}
+
+// nowOr is the injected clock's time, or fallback (the database's last
+// word on the row) when the client has none.
+func (c *clientCore) nowOr(fallback time.Time) *time.Time {
+	if n := c.now(); n != nil {
+		return n
+	}
+	t := time.Now()
+	if t.Before(fallback) {
+		t = fallback
+	}
+	return &t
+}
+
+func specFromRow(r *driver.Campaign) (*CampaignSpec, error) {
+	var content campaignContent
+	if err := json.Unmarshal(r.Content, &content); err != nil {
+		return nil, fmt.Errorf("oncepush: read campaign %d: %w", r.ID, err)
+	}
+	s := &CampaignSpec{
+		Name: r.Name, Category: content.Category, Lifetime: content.Lifetime, Ambiguity: content.Ambiguity,
+		Audience: Audience(r.Audience), RatePerMinute: r.RatePerMinute,
+		Message: Message{Type: content.Type, Title: content.Title, Body: content.Body, Link: content.Link, Image: content.Image},
+	}
+	if content.Data != nil {
+		dec := json.NewDecoder(bytes.NewReader(content.Data))
+		dec.UseNumber() // digits as they were given
+		if err := dec.Decode(&s.Message.Data); err != nil {
+			return nil, fmt.Errorf("oncepush: read campaign %d data: %w", r.ID, err)
+		}
+	}
+	if r.Filter != nil {
+		if err := json.Unmarshal(r.Filter, &s.Filter); err != nil {
+			return nil, fmt.Errorf("oncepush: read campaign %d filter: %w", r.ID, err)
+		}
+	}
+	return s, nil
+}
+
+func campaignFromRow(r *driver.Campaign) (*Campaign, error) {
+	spec, err := specFromRow(r)
+	if err != nil {
+		return nil, err
+	}
+	out := &Campaign{
+		ID: r.ID, CampaignSpec: *spec, Status: CampaignStatus(r.Status), MessageID: r.MessageID, Cursor: r.Cursor,
+		Recipients: r.Recipients, Written: r.Written, MalformedTokens: r.InvalidTokens, DuplicateTokens: r.DuplicateTokens,
+		Tries: r.Tries, LastError: r.LastError, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	for _, t := range []struct {
+		to   *time.Time
+		from *time.Time
+	}{{&out.StartAt, r.StartAt}, {&out.StartedAt, r.StartedAt}, {&out.FinishedAt, r.FinishedAt}} {
+		if t.from != nil {
+			*t.to = *t.from
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,309 @@
+package oncepush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
+)
+
+// The campaign loop: every started client looks for campaign work every
+// Config.CampaignInterval, and at once when this process starts or resumes
+// one. A step starts a scheduled campaign that is due, or writes the next
+// batch of a sending one's deliveries; see docs/architecture.md,
+// "Campaigns".
+
+// CampaignStats says what ExpandCampaigns did.
+type CampaignStats struct {
+	// Steps is the number of steps that found a campaign to work on.
+	Steps int
+	// Written is the number of deliveries written.
+	Written int
+	// Started and Completed count the campaigns started (scheduled ones
+	// come due) and completed.
+	Started, Completed int
+	// Interrupted counts the campaigns whose tries ran out.
+	Interrupted int
+}
+
+// ExpandCampaigns runs campaign steps until no campaign has work left, or
+// one fails (its error is returned; the campaign stays sending, its try
+// counted, until Config.CampaignMaxTries). A started client does this on its
+// own; tests and tools call it to expand at a moment of their choosing.
+func (c *Client[TTx]) ExpandCampaigns(ctx context.Context) (CampaignStats, error) {
+	var st CampaignStats
+	for {
+		worked, err := c.campaignStep(ctx, &st)
+		if err != nil || !worked {
+			return st, err
+		}
+	}
+}
+
+// campaignStep counts a try on the campaign due first, then does its work
+// in one transaction. It reports whether it found a campaign.
+func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool, error) {
+	try, err := c.driver.Exec().CampaignTry(ctx, &driver.CampaignTryParams{Now: c.now(), MaxTries: c.cfg.CampaignMaxTries})
+	if err != nil {
+		return false, fmt.Errorf("oncepush: pick a campaign: %w", err)
+	}
+	if !try.Found {
+		return false, nil
+	}
+	st.Steps++
+	if try.Interrupted {
+		st.Interrupted++
+		c.log.WarnContext(ctx, "campaign interrupted: its expansion failed too many times in a row; resume or cancel it",
+			slog.Int64("campaign", try.ID), slog.Int("tries", try.Tries))
+		return true, nil
+	}
+	err = c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		row, err := c.lockCampaign(ctx, ex, try.ID)
+		if err != nil {
+			return err
+		}
+		switch row.Status {
+		case driver.CampaignScheduled:
+			// CampaignTry found it due; under the lock it still is
+			// scheduled, so this step is the one that starts it.
+			if err := c.startLocked(ctx, ex, row); err != nil {
+				return err
+			}
+			st.Started++
+			return nil
+		case driver.CampaignSending:
+			n, done, err := c.expandBatch(ctx, ex, row)
+			if err != nil {
+				return err
+			}
+			st.Written += n
+			if done {
+				st.Completed++
+			}
+			return nil
+		default:
+			return nil // canceled, completed or interrupted since the try
+		}
+	})
+	if err != nil {
+		c.campaignFailed(ctx, try.ID, try.Tries, err)
+		return true, fmt.Errorf("oncepush: campaign %d: %w", try.ID, err)
+	}
+	c.Wake()
+	return true, nil
+}
+
+// campaignFailed records a failed step's error on the campaign, on its own.
+func (c *Client[TTx]) campaignFailed(ctx context.Context, id int64, tries int, cause error) {
+	c.log.WarnContext(ctx, "campaign expansion failed; the next try goes on from the cursor",
+		slog.Int64("campaign", id), slog.Int("tries", tries), slog.Int("max_tries", c.cfg.CampaignMaxTries), slog.Any("error", cause))
+	text := cause.Error()
+	if len(text) > 1000 {
+		text = text[:1000]
+	}
+	err := c.driver.InTx(context.WithoutCancel(ctx), func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		row, err := ex.CampaignLock(ctx, id)
+		if err != nil {
+			return err
+		}
+		row.LastError = text
+		return ex.CampaignSave(ctx, row, c.now())
+	})
+	if err != nil {
+		c.log.WarnContext(ctx, "could not record a campaign's failure", slog.Int64("campaign", id), slog.Any("error", err))
+	}
+}
+
+// expandBatch writes the deliveries of the next batch of a sending
+// campaign's audience after its cursor, and moves the cursor, in the
+// transaction holding the campaign's row. It returns how many deliveries it
+// wrote and whether the audience is exhausted (the campaign completed).
+func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *driver.Campaign) (int, bool, error) {
+	aud, err := parseAudience(row.Filter)
+	if err != nil {
+		return 0, false, err
+	}
+	if aud == nil {
+		aud = &audience{}
+	}
+	limit := c.cfg.CampaignBatch
+	var recipients []string
+	var devices []*driver.Device
+	var last string
+	var done bool
+	switch row.Audience {
+	case driver.AudienceRecipients:
+		if recipients, err = ex.CampaignRecipientsAfter(ctx, row.ID, row.Cursor, limit); err != nil {
+			return 0, false, err
+		}
+		done = len(recipients) < limit
+		if len(recipients) > 0 {
+			last = recipients[len(recipients)-1]
+			if devices, err = ex.DeviceListByRecipients(ctx, recipients); err != nil {
+				return 0, false, err
+			}
+		}
+	case driver.AudienceDevices:
+		// One row more than the batch: when the page is full, its last
+		// recipient may have more devices beyond it, so the batch ends
+		// before that recipient, who starts the next one (D81).
+		rows := limit * c.cfg.MaxDevicesPerRecipient
+		if devices, err = ex.DeviceListAfter(ctx, row.Cursor, rows+1); err != nil {
+			return 0, false, err
+		}
+		done = len(devices) <= rows
+		if !done {
+			cut := devices[len(devices)-1].Recipient
+			for len(devices) > 0 && devices[len(devices)-1].Recipient == cut {
+				devices = devices[:len(devices)-1]
+			}
+			if len(devices) == 0 {
+				return 0, false, fmt.Errorf("recipient %q has more than %d devices", cut, rows)
+			}
+		}
+		for _, d := range devices {
+			if len(recipients) == 0 || recipients[len(recipients)-1] != d.Recipient {
+				recipients = append(recipients, d.Recipient)
+			}
+		}
+		if len(recipients) > 0 {
+			last = recipients[len(recipients)-1]
+		}
+	default:
+		return 0, false, fmt.Errorf("unknown audience %q", row.Audience)
+	}
+
+	targeted := c.targets(aud, recipients, devices, row)
+	key := campaignDedupKey(row.ID)
+	var dueAt []time.Time
+	var nids []string
+	for i, r := range targeted {
+		nids = append(nids, notificationIDFor(c.campaignType(row), r, key))
+		dueAt = append(dueAt, campaignDue(row, row.Written+int64(i)))
+	}
+	written := 0
+	if len(targeted) > 0 {
+		if written, err = ex.DeliveryInsertMany(ctx, &driver.DeliveryInsertParams{
+			Now: c.now(), MessageID: row.MessageID, DedupKey: key, Recipients: targeted,
+			NotificationIDs: nids, DueAt: dueAt,
+		}); err != nil {
+			return 0, false, err
+		}
+	}
+	if last != "" {
+		row.Cursor = last
+	}
+	row.Written += int64(written)
+	row.Tries = 0
+	if done {
+		row.Status = driver.CampaignCompleted
+		row.FinishedAt = c.nowOr(row.UpdatedAt)
+	}
+	if err := enginetest.From(ctx).CampaignBatch(row.ID, written); err != nil {
+		return 0, false, err
+	}
+	if err := ex.CampaignSave(ctx, row, c.now()); err != nil {
+		return 0, false, err
+	}
+	if written > 0 {
+		if err := ex.Wake(ctx); err != nil {
+			return 0, false, err
+		}
+	}
+	return written, done, nil
+}
+
+// targets returns the recipients of the batch that get a delivery: those
+// with a device the campaign reaches. It counts in row the devices left
+// out for a malformed token, and those whose token key another device of
+// the batch already holds (one target per actual token).
+func (c *clientCore) targets(aud *audience, recipients []string, devices []*driver.Device, row *driver.Campaign) []string {
+	reached := map[string]bool{}
+	tokens := map[pairKey]bool{}
+	for _, d := range devices {
+		if !aud.filter.matches(d) {
+			continue
+		}
+		key, ok := aud.reaches(c.transports, d)
+		if !ok {
+			row.InvalidTokens++
+			continue
+		}
+		k := pairKey{d.Transport, key}
+		if tokens[k] {
+			row.DuplicateTokens++
+			continue
+		}
+		tokens[k] = true
+		reached[d.Recipient] = true
+	}
+	var out []string
+	for _, r := range recipients {
+		if reached[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// campaignDedupKey is the dedup key of a campaign's deliveries: one per
+// recipient and campaign, whoever writes it and however often.
+func campaignDedupKey(id int64) string { return fmt.Sprintf("campaign:%d", id) }
+
+func (c *clientCore) campaignType(row *driver.Campaign) string {
+	spec, err := specFromRow(row)
+	if err != nil {
+		return ""
+	}
+	return spec.Message.Type
+}
+
+// campaignDue is when the k-th delivery of a campaign falls due: at once
+// without pacing, else k·60/R seconds after its start (D82).
+func campaignDue(row *driver.Campaign, k int64) time.Time {
+	start := time.Time{}
+	if row.StartedAt != nil {
+		start = *row.StartedAt
+	}
+	if row.RatePerMinute <= 0 {
+		return start
+	}
+	return start.Add(time.Duration(float64(k) * float64(time.Minute) / float64(row.RatePerMinute)))
+}
+
+// campaignLoop runs campaign steps while a started client runs.
+func (c *Client[TTx]) campaignLoop(ctx context.Context, wake <-chan struct{}) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		var st CampaignStats
+		for ctx.Err() == nil {
+			worked, err := c.campaignStep(ctx, &st)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				break // its error is logged; the next tick tries again
+			}
+			if !worked {
+				break
+			}
+		}
+		t.Reset(c.cfg.CampaignInterval)
+	}
+}
+
+// wakeCampaigns makes this process's campaign loop look for work at once.
+func (c *clientCore) wakeCampaigns() {
+	select {
+	case c.campaignWake <- struct{}{}:
+	default:
+	}
+}

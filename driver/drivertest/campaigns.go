@@ -1,0 +1,608 @@
+package drivertest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/enginetest"
+)
+
+// The campaign promises (docs/architecture.md, "Campaigns"): started once
+// however many starters race, every target reached by exactly one delivery
+// however often the expansion fails or is resumed, malformed and duplicate
+// tokens counted and never sent, nothing submitted after a cancel returns,
+// pacing written into due times, totals from the rows.
+
+func campaignTests[TTx any]() []testCase[TTx] {
+	return []testCase[TTx]{
+		{"CampaignLifecycle", testCampaignLifecycle[TTx]},
+		{"CampaignPagesAreIdempotent", testCampaignPages[TTx]},
+		{"CampaignStartsOnce", testCampaignStartsOnce[TTx]},
+		{"CampaignScheduledStartsOnce", testCampaignScheduledStartsOnce[TTx]},
+		{"CampaignResumesFromCursor", testCampaignResumesFromCursor[TTx]},
+		{"CampaignInterruptedAfterTries", testCampaignInterrupted[TTx]},
+		{"CampaignTokensCountedNeverSent", testCampaignTokens[TTx]},
+		{"CampaignCancelStopsSubmissions", testCampaignCancel[TTx]},
+		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
+	}
+}
+
+// campaignSpec is a campaign to an uploaded audience.
+func campaignSpec(title string) oncepush.CampaignSpec {
+	return oncepush.CampaignSpec{Name: "spring sale", Message: msg(title), Audience: oncepush.AudienceRecipients}
+}
+
+func (b *bundle[TTx]) createCampaign(spec oncepush.CampaignSpec) *oncepush.Campaign {
+	b.t.Helper()
+	c, err := b.client.CreateCampaign(b.ctx, spec)
+	if err != nil {
+		b.t.Fatalf("CreateCampaign: %v", err)
+	}
+	return c
+}
+
+func (b *bundle[TTx]) upload(id int64, page int, recipients ...string) oncepush.CampaignPageAdded {
+	b.t.Helper()
+	res, err := b.client.AddCampaignRecipients(b.ctx, id, page, recipients)
+	if err != nil {
+		b.t.Fatalf("AddCampaignRecipients(page %d): %v", page, err)
+	}
+	return res
+}
+
+func (b *bundle[TTx]) campaign(id int64) *oncepush.Campaign {
+	b.t.Helper()
+	c, err := b.client.Campaign(b.ctx, id)
+	if err != nil {
+		b.t.Fatalf("Campaign(%d): %v", id, err)
+	}
+	return c
+}
+
+func (b *bundle[TTx]) expand(c *oncepush.Client[TTx]) oncepush.CampaignStats {
+	b.t.Helper()
+	st, err := c.ExpandCampaigns(b.ctx)
+	if err != nil {
+		b.t.Fatalf("ExpandCampaigns: %v", err)
+	}
+	return st
+}
+
+// recipientsNamed returns n recipient ids with the prefix, each with an
+// FCM device.
+func (b *bundle[TTx]) recipientsNamed(prefix string, n int) []string {
+	b.t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%04d", prefix, i)
+		b.register(out[i], oncepush.TransportFCM)
+	}
+	return out
+}
+
+// deliveredOnce fails unless the fake FCM received exactly one submission
+// per recipient, each of the campaign's message.
+func deliveredOnce(t *testing.T, subs []oncepush.Submission, title string, recipients []string) {
+	t.Helper()
+	got := map[string]int{}
+	for _, s := range subs {
+		if s.Title != title {
+			t.Fatalf("a submission of %q, want only %q", s.Title, title)
+		}
+		got[s.Device.Recipient]++
+	}
+	for _, r := range recipients {
+		if got[r] != 1 {
+			t.Errorf("recipient %s: %d submissions, want 1", r, got[r])
+		}
+	}
+	if len(subs) != len(recipients) {
+		t.Fatalf("%d submissions for %d recipients", len(subs), len(recipients))
+	}
+}
+
+func testCampaignLifecycle[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("life-", 3)
+
+	// Refusals name the field as the caller wrote it, and write nothing.
+	for _, bad := range []struct {
+		spec  oncepush.CampaignSpec
+		field string
+	}{
+		{oncepush.CampaignSpec{Message: msg("x")}, "audience"},
+		{oncepush.CampaignSpec{Message: oncepush.Message{}, Audience: oncepush.AudienceDevices}, "title"},
+		{oncepush.CampaignSpec{Message: msg("x"), Audience: oncepush.AudienceDevices, Filter: oncepush.DeviceFilter{Tags: []string{"ok", "not ok"}}}, "filter.tags[1]"},
+		{oncepush.CampaignSpec{Message: msg("x"), Audience: oncepush.AudienceDevices, Filter: oncepush.DeviceFilter{Transports: []oncepush.Transport{"pigeon"}}}, "filter.transports[0]"},
+		{oncepush.CampaignSpec{Message: msg("x"), Audience: oncepush.AudienceDevices, RatePerMinute: -1}, "ratePerMinute"},
+	} {
+		_, err := b.client.CreateCampaign(b.ctx, bad.spec)
+		var ve *oncepush.ValidationError
+		if !errors.As(err, &ve) || ve.Field != bad.field {
+			t.Errorf("CreateCampaign(%+v): %v, want a ValidationError naming %s", bad.spec, err, bad.field)
+		}
+	}
+	if list, err := b.client.Campaigns(b.ctx, oncepush.CampaignQuery{}); err != nil || len(list.Campaigns) != 0 {
+		t.Fatalf("after refusals: %+v, %v; want no campaign", list, err)
+	}
+
+	c := b.createCampaign(campaignSpec("draft one"))
+	if c.Status != oncepush.CampaignDraft || c.ID == 0 || c.MessageID != 0 {
+		t.Fatalf("created: %+v", c)
+	}
+	spec := campaignSpec("draft two")
+	spec.Filter.Transports = []oncepush.Transport{oncepush.TransportFCM}
+	if c, err := b.client.UpdateCampaign(b.ctx, c.ID, spec); err != nil || c.Message.Title != "draft two" {
+		t.Fatalf("UpdateCampaign: %+v, %v", c, err)
+	}
+	b.upload(c.ID, 1, rs...)
+	// Cleanup's orphan sweep never takes a started campaign's message,
+	// which has no delivery until the first batch.
+	started, err := b.client.StartCampaign(b.ctx, c.ID)
+	if err != nil || started.Status != oncepush.CampaignSending || started.MessageID == 0 {
+		t.Fatalf("StartCampaign: %+v, %v", started, err)
+	}
+	if _, err := b.client.Cleanup(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Message(b.ctx, started.MessageID); err != nil {
+		t.Fatalf("the campaign's message after cleanup: %v", err)
+	}
+	for _, op := range []func() error{
+		func() error { _, err := b.client.UpdateCampaign(b.ctx, c.ID, spec); return err },
+		func() error { _, err := b.client.AddCampaignRecipients(b.ctx, c.ID, 2, []string{"late"}); return err },
+		func() error { _, err := b.client.StartCampaign(b.ctx, c.ID); return err },
+		func() error { _, err := b.client.ScheduleCampaign(b.ctx, c.ID, epoch.Add(time.Hour)); return err },
+		func() error { _, err := b.client.ResumeCampaign(b.ctx, c.ID); return err },
+	} {
+		var se *oncepush.CampaignStateError
+		if err := op(); !errors.As(err, &se) || se.Status != oncepush.CampaignSending || !errors.Is(err, oncepush.ErrCampaignState) {
+			t.Errorf("an operation on a sending campaign: %v, want a CampaignStateError (sending)", err)
+		}
+	}
+	st := b.expand(b.client)
+	if st.Written != 3 || st.Completed != 1 {
+		t.Fatalf("ExpandCampaigns: %+v, want 3 written and 1 completed", st)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "draft two", rs)
+	got := b.campaign(c.ID)
+	if got.Status != oncepush.CampaignCompleted || got.Written != 3 || got.Recipients != 3 || got.Cursor != rs[2] || got.FinishedAt.IsZero() {
+		t.Fatalf("completed campaign: %+v", got)
+	}
+	if tt := *got.Totals; tt.Sent != 3 || tt.Queued != 0 || tt.Accepted != 3 {
+		t.Fatalf("totals: %+v, want 3 sent, 3 accepted", tt)
+	}
+	if _, err := b.client.Campaign(b.ctx, 999999); !errors.Is(err, oncepush.ErrNotFound) {
+		t.Fatalf("Campaign(absent): %v, want ErrNotFound", err)
+	}
+
+	// The list pages newest first.
+	for i := range 4 {
+		b.createCampaign(campaignSpec(fmt.Sprintf("more %d", i)))
+	}
+	var ids []int64
+	for q := (oncepush.CampaignQuery{Limit: 2}); ; {
+		page, err := b.client.Campaigns(b.ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Campaigns {
+			ids = append(ids, c.ID)
+		}
+		if page.Next == 0 {
+			break
+		}
+		q.Before = page.Next
+	}
+	if len(ids) != 5 || !slices.IsSortedFunc(ids, func(a, b int64) int { return int(b - a) }) {
+		t.Fatalf("paged list: %v, want 5 ids newest first", ids)
+	}
+	if page, err := b.client.Campaigns(b.ctx, oncepush.CampaignQuery{Status: oncepush.CampaignCompleted}); err != nil || len(page.Campaigns) != 1 {
+		t.Fatalf("completed campaigns: %+v, %v", page, err)
+	}
+
+	// Deleting a recipient takes its place in uploaded audiences.
+	d := b.createCampaign(campaignSpec("after delete"))
+	b.upload(d.ID, 1, rs...)
+	if err := b.client.DeleteRecipient(b.ctx, rs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.StartCampaign(b.ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != 2 {
+		t.Fatalf("after deleting a recipient: %d written, want 2", st.Written)
+	}
+}
+
+func testCampaignPages[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("page-", 5)
+	c := b.createCampaign(campaignSpec("pages"))
+	if res := b.upload(c.ID, 1, rs[0], rs[1], rs[2]); res.Added != 3 || res.Replayed {
+		t.Fatalf("page 1: %+v", res)
+	}
+	// The same page again, in another order and with a repeat: nothing.
+	if res := b.upload(c.ID, 1, rs[2], rs[0], rs[1], rs[0]); res.Added != 0 || !res.Replayed {
+		t.Fatalf("page 1 again: %+v, want replayed", res)
+	}
+	// Another page under a used number is refused, and writes nothing.
+	if _, err := b.client.AddCampaignRecipients(b.ctx, c.ID, 1, []string{rs[3]}); !errors.Is(err, oncepush.ErrCampaignPageConflict) {
+		t.Fatalf("page 1 with other recipients: %v, want ErrCampaignPageConflict", err)
+	}
+	// A recipient in two pages is one member of the audience.
+	if res := b.upload(c.ID, 2, rs[2], rs[3], rs[4]); res.Added != 2 {
+		t.Fatalf("page 2: %+v, want 2 added", res)
+	}
+	for _, bad := range []struct {
+		page       int
+		recipients []string
+		field      string
+	}{
+		{0, rs, "page"},
+		{3, nil, "recipients"},
+		{3, []string{"ok", ""}, "recipients[1]"},
+	} {
+		_, err := b.client.AddCampaignRecipients(b.ctx, c.ID, bad.page, bad.recipients)
+		var ve *oncepush.ValidationError
+		if !errors.As(err, &ve) || ve.Field != bad.field {
+			t.Errorf("AddCampaignRecipients(%d, %q): %v, want a ValidationError naming %s", bad.page, bad.recipients, err, bad.field)
+		}
+	}
+	dev := b.createCampaign(oncepush.CampaignSpec{Message: msg("devices"), Audience: oncepush.AudienceDevices})
+	if _, err := b.client.AddCampaignRecipients(b.ctx, dev.ID, 1, rs); err == nil {
+		t.Fatal("a page for a device audience was taken")
+	}
+	if got := b.campaign(c.ID); got.Recipients != 5 {
+		t.Fatalf("audience size %d, want 5", got.Recipients)
+	}
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(b.client)
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "pages", rs)
+}
+
+// testCampaignStartsOnce: a second starter that reaches the campaign while
+// the first holds it finds it sending and does nothing; two clients
+// expanding at once write each delivery once.
+func testCampaignStartsOnce[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 7 })
+	rs := b.recipientsNamed("race-", 40)
+	c := b.createCampaign(campaignSpec("race"))
+	b.upload(c.ID, 1, rs...)
+
+	// The first starter holds the row lock; the second is let go once it
+	// is about to take it.
+	firstHolds, secondLocking, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	first := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignLocked: func(int64, string) {
+		close(firstHolds)
+		<-release
+	}})
+	second := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignLocking: func(int64) { close(secondLocking) }})
+	errs := make(chan error, 2)
+	go func() { _, err := b.client.StartCampaign(first, c.ID); errs <- err }()
+	<-firstHolds
+	other := b.newClient(b.db.Driver(t, 0), nil)
+	go func() { _, err := other.StartCampaign(second, c.ID); errs <- err }()
+	<-secondLocking
+	close(release)
+	var won, lost int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case errors.Is(err, oncepush.ErrCampaignState):
+			lost++
+		default:
+			t.Fatalf("StartCampaign: %v", err)
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Fatalf("two starters: %d started, %d refused; want 1 and 1", won, lost)
+	}
+
+	// Two clients expand at once, a batch at a time each.
+	var wg sync.WaitGroup
+	stats := make([]oncepush.CampaignStats, 2)
+	for i, cl := range []*oncepush.Client[TTx]{b.client, other} {
+		wg.Go(func() {
+			st, err := cl.ExpandCampaigns(b.ctx)
+			if err != nil {
+				t.Errorf("ExpandCampaigns: %v", err)
+			}
+			stats[i] = st
+		})
+	}
+	wg.Wait()
+	if n := stats[0].Written + stats[1].Written; n != 40 {
+		t.Fatalf("expanders wrote %d deliveries (%+v), want 40", n, stats)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "race", rs)
+	msgs, err := b.client.Messages(b.ctx, oncepush.MessageQuery{})
+	if err != nil || len(msgs.Messages) != 1 {
+		t.Fatalf("messages: %d (%v), want the campaign's one", len(msgs.Messages), err)
+	}
+}
+
+// testCampaignScheduledStartsOnce: a scheduled campaign waits for its time;
+// two clients' loops finding it due start it once.
+func testCampaignScheduledStartsOnce[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("sched-", 12)
+	c := b.createCampaign(campaignSpec("scheduled"))
+	b.upload(c.ID, 1, rs...)
+	if c, err := b.client.ScheduleCampaign(b.ctx, c.ID, epoch.Add(time.Hour)); err != nil || c.Status != oncepush.CampaignScheduled || !c.StartAt.Equal(epoch.Add(time.Hour)) {
+		t.Fatalf("ScheduleCampaign: %+v, %v", c, err)
+	}
+	if st := b.expand(b.client); st.Steps != 0 {
+		t.Fatalf("before its time: %+v, want nothing done", st)
+	}
+	b.clock.Advance(time.Hour)
+	other := b.newClient(b.db.Driver(t, 0), nil)
+	var wg sync.WaitGroup
+	started := make([]int, 2)
+	for i, cl := range []*oncepush.Client[TTx]{b.client, other} {
+		wg.Go(func() {
+			st, err := cl.ExpandCampaigns(b.ctx)
+			if err != nil {
+				t.Errorf("ExpandCampaigns: %v", err)
+			}
+			started[i] = st.Started
+		})
+	}
+	wg.Wait()
+	if started[0]+started[1] != 1 {
+		t.Fatalf("started %v times, want once", started)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "scheduled", rs)
+}
+
+// testCampaignResumesFromCursor: a batch that fails after k committed rolls
+// back alone; the next try goes on from the cursor, and every target gets
+// exactly one delivery.
+func testCampaignResumesFromCursor[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 10 })
+	rs := b.recipientsNamed("resume-", 35)
+	c := b.createCampaign(campaignSpec("resume"))
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("injected: the expander dies after its batch's statements")
+	batches := 0
+	failThird := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
+		batches++
+		if batches == 3 {
+			return injected
+		}
+		return nil
+	}})
+	st, err := b.client.ExpandCampaigns(failThird)
+	if !errors.Is(err, injected) || st.Written != 20 {
+		t.Fatalf("ExpandCampaigns with batch 3 failing: %+v, %v; want 20 written and the injected error", st, err)
+	}
+	got := b.campaign(c.ID)
+	if got.Status != oncepush.CampaignSending || got.Cursor != rs[19] || got.Written != 20 || got.Tries != 1 || !strings.Contains(got.LastError, "injected") {
+		t.Fatalf("after the failure: status %s, cursor %q, written %d, tries %d, last error %q", got.Status, got.Cursor, got.Written, got.Tries, got.LastError)
+	}
+	// Another client resumes it.
+	other := b.newClient(b.db.Driver(t, 0), nil)
+	if st := b.expand(other); st.Written != 15 || st.Completed != 1 {
+		t.Fatalf("resumed: %+v, want 15 written and completed", st)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "resume", rs)
+	if got := b.campaign(c.ID); got.Tries != 0 || got.Totals.Sent != 35 {
+		t.Fatalf("completed: tries %d, totals %+v", got.Tries, *got.Totals)
+	}
+}
+
+// testCampaignInterrupted: a batch that fails every time (as one that kills
+// its process would, its try counted first) ends the campaign interrupted,
+// never left sending; resumed, it completes.
+func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 4; c.CampaignMaxTries = 3 })
+	rs := b.recipientsNamed("intr-", 10)
+	c := b.createCampaign(campaignSpec("interrupted"))
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	poisoned := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(_ int64, _ int) error {
+		return errors.New("injected: this batch always fails")
+	}})
+	for try := 1; try <= 3; try++ {
+		if _, err := b.client.ExpandCampaigns(poisoned); err == nil {
+			t.Fatalf("try %d: no error", try)
+		}
+		if got := b.campaign(c.ID); got.Status != oncepush.CampaignSending || got.Tries != try {
+			t.Fatalf("after try %d: %s with %d tries", try, got.Status, got.Tries)
+		}
+	}
+	st, err := b.client.ExpandCampaigns(poisoned)
+	if err != nil || st.Interrupted != 1 {
+		t.Fatalf("the try after the last: %+v, %v; want it interrupted", st, err)
+	}
+	got := b.campaign(c.ID)
+	if got.Status != oncepush.CampaignInterrupted || got.Written != 0 || !strings.Contains(got.LastError, "always fails") {
+		t.Fatalf("interrupted: %+v", got)
+	}
+	if st := b.expand(b.client); st.Steps != 0 {
+		t.Fatalf("an interrupted campaign was worked on: %+v", st)
+	}
+	if c, err := b.client.ResumeCampaign(b.ctx, c.ID); err != nil || c.Status != oncepush.CampaignSending || c.Tries != 0 {
+		t.Fatalf("ResumeCampaign: %+v, %v", c, err)
+	}
+	if st := b.expand(b.client); st.Written != 10 || st.Completed != 1 {
+		t.Fatalf("resumed: %+v", st)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "interrupted", rs)
+}
+
+// testCampaignTokens: a device audience with a filter, a malformed token
+// and a token registered twice in two spellings among valid ones: the bad
+// ones counted, never sent; the campaign completes; a device registered
+// after the expansion that the filter does not select is not reached.
+func testCampaignTokens[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 5 })
+	var want []string
+	for i := range 23 {
+		r := fmt.Sprintf("tok-%04d", i)
+		tags := []string{"plan:pro"}
+		if i%4 == 0 {
+			tags = []string{"plan:free"}
+		}
+		if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: r, Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, r), Tags: tags, Locale: "de-CH"}); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 != 0 {
+			want = append(want, r)
+		}
+		// Every recipient also has an untagged APNs device, which the
+		// filter leaves out.
+		b.register(r, oncepush.TransportAPNs)
+	}
+	// A RuStore device the filter's transports leave out.
+	if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "tok-rus", Transport: oncepush.TransportRuStore, Token: tokenFor(oncepush.TransportRuStore, "tok-rus"), Tags: []string{"plan:pro"}, Locale: "de"}); err != nil {
+		t.Fatal(err)
+	}
+	// Rows no registration through the client would write: an old
+	// version's malformed token, and one APNs token under two spellings.
+	ex := b.drv.Exec()
+	now := b.clock.Now()
+	put := func(recipient, transport, token string) {
+		t.Helper()
+		if _, err := ex.DeviceRegister(b.ctx, &driver.DeviceRegisterParams{
+			Now: &now, Recipient: recipient, Transport: transport, Token: token, TokenKey: token,
+			Locale: "de", Tags: []string{"plan:pro"}, MaxPerRecipient: 10,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	twice := strings.Repeat("ab", 32)
+	put("tok-bad", "fcm", "not a token!")
+	put("tok-twice", "apns", twice)
+	put("tok-twice", "apns", strings.ToUpper(twice))
+	want = append(want, "tok-twice")
+	slices.Sort(want)
+
+	c := b.createCampaign(oncepush.CampaignSpec{
+		Message: msg("tokens"), Audience: oncepush.AudienceDevices,
+		Filter: oncepush.DeviceFilter{
+			Transports: []oncepush.Transport{oncepush.TransportFCM, oncepush.TransportAPNs},
+			Tags:       []string{"plan:pro"}, Locales: []string{"de"},
+		},
+	})
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	st := b.expand(b.client)
+	if st.Completed != 1 || st.Written != len(want) {
+		t.Fatalf("expansion: %+v, want %d written and completed", st, len(want))
+	}
+	// A free-plan device registered now is not reached by the pending
+	// deliveries (the claim applies the filter too).
+	if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: want[0], Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, "late"), Tags: []string{"plan:free"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.drain()
+	deliveredOnce(t, append(b.fcm.Submissions(), b.apns.Submissions()...), "tokens", want)
+	wantSends(t, b.rus, 0, "a RuStore device outside the filter")
+	got := b.campaign(c.ID)
+	if got.MalformedTokens != 1 || got.DuplicateTokens != 1 {
+		t.Fatalf("token counts: %d malformed, %d duplicate; want 1 and 1", got.MalformedTokens, got.DuplicateTokens)
+	}
+	if got.Totals.Sent != len(want) || got.Totals.Accepted != len(want) {
+		t.Fatalf("totals %+v, want %d sent and accepted, as the providers received", *got.Totals, len(want))
+	}
+}
+
+// testCampaignCancel: once CancelCampaign returns, nothing more of the
+// campaign reaches the provider — checked against the provider's record,
+// not the ledger; sends already in flight finish.
+func testCampaignCancel[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.BatchSize = 5; c.ConcurrentSends = 2; c.PipelineDepth = 1 })
+	rs := b.recipientsNamed("cancel-", 30)
+	c := b.createCampaign(campaignSpec("cancel"))
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(b.client)
+	release := b.fcm.Hold()
+	defer release()
+	drained := make(chan error, 1)
+	go func() { _, err := b.client.Drain(b.ctx); drained <- err }()
+	if !b.fcm.WaitCount(b.ctx, 2) {
+		t.Fatal("the first sends never started")
+	}
+	canceled, err := b.client.CancelCampaign(b.ctx, c.ID)
+	if err != nil || canceled.Status != oncepush.CampaignCanceled {
+		t.Fatalf("CancelCampaign: %+v, %v", canceled, err)
+	}
+	inFlight := b.fcm.Count()
+	release()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if n := b.fcm.Count(); n != inFlight {
+		t.Fatalf("the provider received %d submissions, %d of them after the cancel returned", n, n-inFlight)
+	}
+	got := b.campaign(c.ID)
+	if got.Totals.Canceled != 30-inFlight || got.Totals.Sent != inFlight {
+		t.Fatalf("totals %+v, want %d canceled and %d sent", *got.Totals, 30-inFlight, inFlight)
+	}
+	if again, err := b.client.CancelCampaign(b.ctx, c.ID); err != nil || again.Status != oncepush.CampaignCanceled {
+		t.Fatalf("cancel again: %+v, %v", again, err)
+	}
+}
+
+// testCampaignPacing: a campaign paced at R per minute has its deliveries
+// fall due R per minute from its start; a transactional send meanwhile goes
+// at once.
+func testCampaignPacing[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("paced-", 12)
+	b.register("urgent", oncepush.TransportFCM)
+	spec := campaignSpec("paced")
+	spec.RatePerMinute = 60 // one a second
+	c := b.createCampaign(spec)
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(b.client)
+	b.drain()
+	wantSends(t, b.fcm, 1, "at the start")
+	b.send([]string{"urgent"}, msg("password reset"), nil)
+	b.drain()
+	if subs := b.fcm.Submissions(); len(subs) != 2 || subs[1].Title != "password reset" {
+		t.Fatalf("the transactional send waited behind the campaign: %d submissions", len(subs))
+	}
+	for sec := 1; sec <= 11; sec++ {
+		b.drainAfter(time.Second)
+		if n := b.fcm.Count() - 1; n != sec+1 {
+			t.Fatalf("after %d s: %d campaign sends, want %d", sec, n, sec+1)
+		}
+	}
+	var campaign []oncepush.Submission
+	for _, s := range b.fcm.Submissions() {
+		if s.Title == "paced" {
+			campaign = append(campaign, s)
+		}
+	}
+	deliveredOnce(t, campaign, "paced", rs)
+}
