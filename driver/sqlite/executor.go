@@ -180,6 +180,33 @@ func (c nullTimeCol) Scan(src any) error {
 	return nil
 }
 
+// jsonArg is a JSON document parameter: text, since json() reads a BLOB as
+// SQLite's binary JSONB, and NULL, not the JSON literal null, when there is
+// none.
+func jsonArg(doc []byte) any {
+	if doc == nil {
+		return nil
+	}
+	return string(doc)
+}
+
+// tagsCol scans a device's tags, a JSON array text, into a []string.
+type tagsCol struct{ tags *[]string }
+
+func (c tagsCol) Scan(src any) error {
+	var text []byte
+	switch v := src.(type) {
+	case string:
+		text = []byte(v)
+	case []byte:
+		text = v
+	default:
+		return fmt.Errorf("sqlite: tags column holds %T, want a JSON array", src)
+	}
+	*c.tags = nil
+	return json.Unmarshal(text, c.tags)
+}
+
 // jsonList encodes a list parameter for json_each: always an array, since
 // json_each of the JSON null yields a row.
 func jsonList[T any](v []T) (string, error) {
@@ -262,10 +289,6 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	if len(p.Recipients) != len(p.NotificationIDs) {
 		return 0, 0, fmt.Errorf("sqlite: %d recipients but %d notification ids", len(p.Recipients), len(p.NotificationIDs))
 	}
-	var data any // NULL, not the JSON literal null, when there is no data
-	if p.Data != nil {
-		data = string(p.Data)
-	}
 	pairs := make([][2]string, len(p.Recipients))
 	for i, r := range p.Recipients {
 		pairs[i] = [2]string{r, p.NotificationIDs[i]}
@@ -280,9 +303,10 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	err = e.write(ctx, func(db dbtx) error {
 		err := db.QueryRowContext(ctx, q.Get("MessageInsert"),
 			sql.Named("now", now), sql.Named("type", p.Type), sql.Named("title", p.Title),
-			sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
+			sql.Named("body", p.Body), sql.Named("data", jsonArg(p.Data)), sql.Named("link", p.Link),
 			sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
 			sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
+			sql.Named("audience", jsonArg(p.Audience)),
 		).Scan(&id)
 		if err != nil {
 			return err
@@ -428,14 +452,14 @@ func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.M
 func scanMessage(r scanner) (*driver.Message, error) {
 	m := &driver.Message{}
 	err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
-		&m.Ambiguity, timeCol{&m.ScheduledAt}, timeCol{&m.ExpiresAt}, timeCol{&m.CreatedAt})
+		&m.Ambiguity, timeCol{&m.ScheduledAt}, timeCol{&m.ExpiresAt}, timeCol{&m.CreatedAt}, &m.Audience)
 	return m, err
 }
 
 func scanDevice(r scanner) (*driver.Device, error) {
 	d := &driver.Device{}
 	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
-		&d.Locale, &d.TimeZone, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
+		&d.Locale, &d.TimeZone, tagsCol{&d.Tags}, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
 	return d, err
 }
 
@@ -600,7 +624,8 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 		devs, err := query(ctx, db, scanDevice, q.Get("DeviceUpsert"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("recipient", p.Recipient), sql.Named("transport", p.Transport),
 			sql.Named("token", p.Token), sql.Named("token_key", p.TokenKey), sql.Named("platform", p.Platform),
-			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone))
+			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone),
+			sql.Named("tags", driver.TagsJSON(p.Tags)))
 		if err != nil {
 			return err
 		}
@@ -658,6 +683,9 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		arg := sql.Named("recipient", recipient)
 		var err error
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, q.Get("CampaignRecipientDeleteByRecipient"), arg); err != nil {
 			return err
 		}
 		return collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg)

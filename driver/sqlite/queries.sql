@@ -15,11 +15,11 @@
 
 -- name: MessageInsert :one
 INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
-                              scheduled_at, expires_at, created_at)
+                              scheduled_at, expires_at, created_at, audience)
 VALUES (@type, @title, @body, json(@data), @link, @image, @category, @ambiguity,
         coalesce(@scheduled_at, @now),
         coalesce(@scheduled_at, @now) + @lifetime_us,
-        @now)
+        @now, json(@audience))
 RETURNING id;
 
 -- name: MessageDelete :exec
@@ -62,13 +62,14 @@ WHERE id IN (SELECT value FROM json_each(@ids))
 RETURNING id, message_id, recipient, notification_id, attempts;
 
 -- name: MessageGetMany :many
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at,
+       audience
 FROM oncepush_message
 WHERE id IN (SELECT value FROM json_each(@ids));
 
 -- name: DeviceListByRecipients :many
 SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
-       d.time_zone, d.created_at, d.registered_at
+       d.time_zone, d.tags, d.created_at, d.registered_at
 FROM oncepush_device d
 WHERE d.recipient IN (SELECT value FROM json_each(@recipients))
   AND (d.session = '' OR NOT EXISTS (
@@ -184,17 +185,18 @@ WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipi
 -- owner's registration in the same write transaction, so a conflict here is
 -- with the same owner, unless it keeps the other owner's: then no row.
 INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
-                                  time_zone, created_at, registered_at)
-VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @now, @now)
+                                  time_zone, tags, created_at, registered_at)
+VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @tags, @now, @now)
 ON CONFLICT (transport, token_key) DO UPDATE
 SET token         = excluded.token,
     platform      = excluded.platform,
     session       = excluded.session,
     locale        = excluded.locale,
     time_zone     = excluded.time_zone,
+    tags          = excluded.tags,
     registered_at = excluded.registered_at
 WHERE d.recipient = excluded.recipient
-RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
           created_at, registered_at;
 
 -- name: DeviceTrim :exec
@@ -212,14 +214,14 @@ WHERE transport = @transport AND token_key = @token_key
   AND (@recipient = '' OR recipient = @recipient);
 
 -- name: DeviceListByRecipient :many
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE recipient = @recipient
 ORDER BY registered_at DESC, id DESC;
 
 -- name: DeviceGetByToken :one
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE transport = @transport AND token_key = @token_key;
@@ -236,6 +238,9 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
+
+-- name: CampaignRecipientDeleteByRecipient :exec
+DELETE FROM oncepush_campaign_recipient WHERE recipient = @recipient;
 
 -- name: DeliveryDeleteByRecipient :many
 -- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
@@ -296,11 +301,13 @@ RETURNING message_id, dedup_key;
 
 -- name: MessageDeleteOrphans :execrows
 -- Of these messages (@ids, a JSON array: those whose deliveries were just
--- deleted), the ones left without any: one primary-key and one
--- oncepush_delivery_message probe each, however many messages are retained.
+-- deleted), the ones left without any and named by no campaign: one
+-- primary-key, one oncepush_delivery_message and one
+-- oncepush_campaign_message probe each, however many messages are retained.
 DELETE FROM oncepush_message
 WHERE id IN (SELECT value FROM json_each(@ids))
-  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id)
+  AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = oncepush_message.id);
 
 -- name: MessageSweepLast :one
 -- The backstop, first half: the last id of the @max messages after @after_id
@@ -309,10 +316,12 @@ SELECT max(id) FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER 
 
 -- name: MessageSweepOrphans :execrows
 -- Second half, in the same write transaction: of those messages, delete the
--- ones without deliveries.
+-- ones without deliveries that no campaign names (a campaign's message has
+-- none until its first batch).
 DELETE FROM oncepush_message
 WHERE id > @after_id AND id <= @last
-  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id)
+  AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = oncepush_message.id);
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 0)
@@ -367,7 +376,8 @@ INSERT INTO oncepush_migration (version, name, applied_at) VALUES (@version, @na
 SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'oncepush_migration');
 
 -- name: MessageGet :one
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at,
+       audience
 FROM oncepush_message
 WHERE id = @id;
 
@@ -388,7 +398,7 @@ WHERE d.message_id = @message_id AND d.status = 'pending';
 -- to), and with @status 'pending' (some delivery pending) or 'done' (none),
 -- or '' for either. A seek into oncepush_message_created.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE 1
   AND m.created_at BETWEEN @lo_at AND @hi_at
@@ -401,7 +411,7 @@ LIMIT @limit;
 -- name: MessageListByCategory :many
 -- MessageList of one category: a seek into oncepush_message_category.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE m.category = @category
   AND m.created_at BETWEEN @lo_at AND @hi_at
