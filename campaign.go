@@ -444,6 +444,7 @@ func (c *Client[TTx]) AddCampaignRecipients(ctx context.Context, id int64, page 
 		h.Write([]byte{0})
 	}
 	var out CampaignPageAdded
+	enginetest.From(ctx).CampaignLocking(id)
 	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 		row, err := c.lockCampaign(ctx, ex, id)
 		if err != nil {
@@ -489,6 +490,7 @@ func (c *Client[TTx]) ScheduleCampaign(ctx context.Context, id int64, at time.Ti
 // clients' campaign loops then write its deliveries.
 func (c *Client[TTx]) StartCampaign(ctx context.Context, id int64) (*Campaign, error) {
 	var row *driver.Campaign
+	enginetest.From(ctx).CampaignLocking(id)
 	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 		var err error
 		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
@@ -655,6 +657,7 @@ func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string, c
 	then ...func(context.Context, driver.Executor, *driver.Campaign) error,
 ) (*Campaign, error) {
 	var row *driver.Campaign
+	enginetest.From(ctx).CampaignLocking(id)
 	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 		var err error
 		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
@@ -679,16 +682,14 @@ func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string, c
 	return campaignFromRow(row)
 }
 
-// lockCampaign locks a campaign's row in the transaction, calling the test
-// hooks around the lock.
+// lockCampaign locks a campaign's row in the transaction, and calls the
+// test hook that holds it there.
 func (c *clientCore) lockCampaign(ctx context.Context, ex driver.Executor, id int64) (*driver.Campaign, error) {
-	h := enginetest.From(ctx)
-	h.CampaignLocking(id)
 	row, err := ex.CampaignLock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	h.CampaignLocked(id, row.Status)
+	enginetest.From(ctx).CampaignLocked(id, row.Status)
 	return row, nil
 }
 

@@ -61,6 +61,7 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 			slog.Int64("campaign", try.ID), slog.Int("tries", try.Tries))
 		return true, nil
 	}
+	enginetest.From(ctx).CampaignLocking(try.ID)
 	err = c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 		row, err := c.lockCampaign(ctx, ex, try.ID)
 		if err != nil {

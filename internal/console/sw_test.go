@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
@@ -64,46 +62,15 @@ type worker struct {
 	ctx    context.Context
 	origin string
 	id     serviceworker.RegistrationID
-
-	// The running status of each version of every registration, as
-	// DevTools last reported it; changed is closed and replaced on each
-	// report.
-	mu      sync.Mutex
-	status  map[string]versionStatus
-	changed chan struct{}
-	errors  []string
-}
-
-type versionStatus struct {
-	registration serviceworker.RegistrationID
-	running      serviceworker.VersionRunningStatus
 }
 
 // registerWorker opens a page of the server, grants it notifications, and
 // registers /web/sw.js as a module service worker.
 func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	t.Helper()
-	w := &worker{t: t, ctx: ctx, origin: e.url, status: map[string]versionStatus{}, changed: make(chan struct{})}
+	w := &worker{t: t, ctx: ctx, origin: e.url}
 	registrations := chromedp.Events(ctx, serviceworker.WorkerRegistrationUpdated)
 	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if ev, ok := ev.(*serviceworker.EventWorkerErrorReported); ok {
-			w.mu.Lock()
-			w.errors = append(w.errors, ev.ErrorMessage.ErrorMessage)
-			w.mu.Unlock()
-		}
-		if ev, ok := ev.(*serviceworker.EventWorkerVersionUpdated); ok {
-			w.mu.Lock()
-			for _, v := range ev.Versions {
-				w.status[v.VersionID] = versionStatus{v.RegistrationID, v.RunningStatus}
-			}
-			close(w.changed)
-			w.changed = make(chan struct{})
-			w.mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,41 +113,6 @@ func (w *worker) push(payload string) {
 	}
 }
 
-// stop stops the worker, as the browser does to an idle one, and waits
-// until DevTools reports every version of the registration stopped: a push
-// delivered while the old worker is still shutting down could be dropped
-// with it, and then the test would not be asking what it means to ask (the
-// next push starts a fresh worker, which reads the seen-set from disk).
-func (w *worker) stop() {
-	w.t.Helper()
-	if _, err := chromedp.Call(w.ctx, serviceworker.StopAllWorkers, cdp.Empty{}); err != nil {
-		w.t.Fatal(err)
-	}
-	deadline := time.After(waitLimit)
-	for {
-		w.mu.Lock()
-		stopped, seen := true, false
-		for _, v := range w.status {
-			if v.registration == w.id {
-				seen = true
-				stopped = stopped && v.running == serviceworker.VersionRunningStatusStopped
-			}
-		}
-		changed, desc := w.changed, fmt.Sprint(w.status)
-		w.mu.Unlock()
-		if seen && stopped {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			w.t.Fatalf("the service worker did not stop within %v: %s", waitLimit, desc)
-		case <-w.ctx.Done():
-			w.t.Fatal(w.ctx.Err())
-		}
-	}
-}
-
 // shownJS lists the tags of the notifications shown, sorted, comma-separated.
 const shownJS = `navigator.serviceWorker.getRegistration("/web/").then(r => r.getNotifications()).then(ns => ns.map(n => n.tag).sort().join(","))`
 
@@ -188,15 +120,7 @@ const shownJS = `navigator.serviceWorker.getRegistration("/web/").then(r => r.ge
 // the tags of all that are.
 func (w *worker) waitShown(tag string) string {
 	w.t.Helper()
-	v, err := chromedp.Run(w.ctx, chromedp.Poll[string](fmt.Sprintf(`(%s).then(tags => tags.split(",").includes(%q) && tags)`, shownJS, tag),
-		chromedp.WithPollingTimeout(waitLimit), chromedp.WithPollingInterval(10*time.Millisecond)))
-	if err != nil {
-		shown, _ := chromedp.Run(w.ctx, chromedp.Evaluate[any](`navigator.serviceWorker.getRegistration("/web/").then(r => r.getNotifications()).then(ns => ns.map(n => [n.tag, n.title, n.body]))`, chromedp.EvalAwaitPromise))
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.t.Fatalf("waiting for the notification %s: %v (shown %v; worker versions %v, errors %q)", tag, err, shown, w.status, w.errors)
-	}
-	return v
+	return until[string](w.t, w.ctx, fmt.Sprintf(`(%s).then(tags => tags.split(",").includes(%q) && tags)`, shownJS, tag))
 }
 
 // dismissAll closes every notification shown, as a user clearing them.
@@ -262,7 +186,9 @@ func TestServiceWorkerShowsEachNotificationOnce(t *testing.T) {
 
 	// A worker restarted keeps its seen-set: A, B and C again show nothing.
 	w.dismissAll()
-	w.stop()
+	if _, err := chromedp.Call(ctx, serviceworker.StopAllWorkers, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
 	w.push(a)
 	w.push(b)
 	w.push(c)

@@ -65,9 +65,10 @@ type Hooks struct {
 	// the number of sends in it. Hooks of the leader's context.
 	OnGroupCommitting func(members int)
 	// OnCampaignLocking is called just before a campaign operation (start,
-	// cancel, an expansion step, …) locks the campaign's row, in its
-	// transaction; OnCampaignLocked just after, with the status it read
-	// under the lock. The lock is held while OnCampaignLocked runs.
+	// cancel, an expansion step, …) begins the transaction in which it
+	// locks the campaign's row (on SQLite, BEGIN is where it waits for
+	// another writer); OnCampaignLocked just after the lock, with the
+	// status it read under it. The lock is held while OnCampaignLocked runs.
 	OnCampaignLocking func(campaignID int64)
 	OnCampaignLocked  func(campaignID int64, status string)
 	// OnCampaignBatch is called inside an expansion batch's transaction,
