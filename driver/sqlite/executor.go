@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -180,6 +181,33 @@ func (c nullTimeCol) Scan(src any) error {
 	return nil
 }
 
+// jsonArg is a JSON document parameter: text, since json() reads a BLOB as
+// SQLite's binary JSONB, and NULL, not the JSON literal null, when there is
+// none.
+func jsonArg(doc []byte) any {
+	if doc == nil {
+		return nil
+	}
+	return string(doc)
+}
+
+// tagsCol scans a device's tags, a JSON array text, into a []string.
+type tagsCol struct{ tags *[]string }
+
+func (c tagsCol) Scan(src any) error {
+	var text []byte
+	switch v := src.(type) {
+	case string:
+		text = []byte(v)
+	case []byte:
+		text = v
+	default:
+		return fmt.Errorf("sqlite: tags column holds %T, want a JSON array", src)
+	}
+	*c.tags = nil
+	return json.Unmarshal(text, c.tags)
+}
+
 // jsonList encodes a list parameter for json_each: always an array, since
 // json_each of the JSON null yields a row.
 func jsonList[T any](v []T) (string, error) {
@@ -262,10 +290,6 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	if len(p.Recipients) != len(p.NotificationIDs) {
 		return 0, 0, fmt.Errorf("sqlite: %d recipients but %d notification ids", len(p.Recipients), len(p.NotificationIDs))
 	}
-	var data any // NULL, not the JSON literal null, when there is no data
-	if p.Data != nil {
-		data = string(p.Data)
-	}
 	pairs := make([][2]string, len(p.Recipients))
 	for i, r := range p.Recipients {
 		pairs[i] = [2]string{r, p.NotificationIDs[i]}
@@ -280,9 +304,10 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 	err = e.write(ctx, func(db dbtx) error {
 		err := db.QueryRowContext(ctx, q.Get("MessageInsert"),
 			sql.Named("now", now), sql.Named("type", p.Type), sql.Named("title", p.Title),
-			sql.Named("body", p.Body), sql.Named("data", data), sql.Named("link", p.Link),
+			sql.Named("body", p.Body), sql.Named("data", jsonArg(p.Data)), sql.Named("link", p.Link),
 			sql.Named("image", p.Image), sql.Named("category", p.Category), sql.Named("ambiguity", p.Ambiguity),
 			sql.Named("scheduled_at", optMicros(p.ScheduledAt)), sql.Named("lifetime_us", durMicros(p.Lifetime)),
+			sql.Named("audience", jsonArg(p.Audience)),
 		).Scan(&id)
 		if err != nil {
 			return err
@@ -428,14 +453,14 @@ func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.M
 func scanMessage(r scanner) (*driver.Message, error) {
 	m := &driver.Message{}
 	err := r.Scan(&m.ID, &m.Type, &m.Title, &m.Body, &m.Data, &m.Link, &m.Image, &m.Category,
-		&m.Ambiguity, timeCol{&m.ScheduledAt}, timeCol{&m.ExpiresAt}, timeCol{&m.CreatedAt})
+		&m.Ambiguity, timeCol{&m.ScheduledAt}, timeCol{&m.ExpiresAt}, timeCol{&m.CreatedAt}, &m.Audience)
 	return m, err
 }
 
 func scanDevice(r scanner) (*driver.Device, error) {
 	d := &driver.Device{}
 	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
-		&d.Locale, &d.TimeZone, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
+		&d.Locale, &d.TimeZone, tagsCol{&d.Tags}, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
 	return d, err
 }
 
@@ -600,7 +625,8 @@ func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterP
 		devs, err := query(ctx, db, scanDevice, q.Get("DeviceUpsert"),
 			sql.Named("now", nowMicros(p.Now)), sql.Named("recipient", p.Recipient), sql.Named("transport", p.Transport),
 			sql.Named("token", p.Token), sql.Named("token_key", p.TokenKey), sql.Named("platform", p.Platform),
-			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone))
+			sql.Named("session", p.Session), sql.Named("locale", p.Locale), sql.Named("time_zone", p.TimeZone),
+			sql.Named("tags", driver.TagsJSON(p.Tags)))
 		if err != nil {
 			return err
 		}
@@ -658,6 +684,9 @@ func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driv
 		arg := sql.Named("recipient", recipient)
 		var err error
 		if res.Devices, err = rowsAffected(db.ExecContext(ctx, q.Get("DeviceDeleteByRecipient"), arg)); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, q.Get("CampaignRecipientDeleteByRecipient"), arg); err != nil {
 			return err
 		}
 		return collectDeleted(ctx, db, &res.Deliveries, q.Get("DeliveryDeleteByRecipient"), arg)
@@ -881,4 +910,162 @@ func (e *executor) IdempotencyGet(ctx context.Context, key string) (*driver.Idem
 
 func (e *executor) IdempotencyDeleteFreed(ctx context.Context, keys []string) (int, error) {
 	return execList(ctx, e, q.Get("IdempotencyDeleteFreed"), "keys", keys)
+}
+
+// --- campaigns
+
+func scanCampaign(r scanner) (*driver.Campaign, error) {
+	c := &driver.Campaign{}
+	err := r.Scan(&c.ID, &c.Name, &c.Status, &c.Content, &c.Audience, &c.Filter, nullTimeCol{&c.StartAt},
+		&c.RatePerMinute, &c.MessageID, &c.Cursor, &c.Written, &c.Recipients, &c.InvalidTokens, &c.DuplicateTokens,
+		&c.Tries, &c.LastError, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.StartedAt},
+		nullTimeCol{&c.FinishedAt})
+	return c, err
+}
+
+// CampaignInsert implements driver.Executor. CreatedAt is the given one,
+// or the host's clock when it is zero; UpdatedAt is the same.
+func (e *executor) CampaignInsert(ctx context.Context, c *driver.Campaign) (*driver.Campaign, error) {
+	now := nowMicros(nil)
+	if !c.CreatedAt.IsZero() {
+		now = c.CreatedAt.UnixMicro()
+	}
+	return written(ctx, e, func(db dbtx) (*driver.Campaign, error) {
+		return scanCampaign(db.QueryRowContext(ctx, q.Get("CampaignInsert"),
+			sql.Named("now", now), sql.Named("name", c.Name), sql.Named("status", c.Status),
+			sql.Named("content", jsonArg(c.Content)), sql.Named("audience", c.Audience),
+			sql.Named("filter", jsonArg(c.Filter)), sql.Named("start_at", optMicros(c.StartAt)),
+			sql.Named("rate_per_minute", c.RatePerMinute)))
+	})
+}
+
+func (e *executor) CampaignGet(ctx context.Context, id int64) (*driver.Campaign, error) {
+	return e.campaign(ctx, "CampaignGet", id)
+}
+
+// CampaignLock implements driver.Executor: a read, since the caller's write
+// transaction (BEGIN IMMEDIATE) already holds the database's write lock.
+func (e *executor) CampaignLock(ctx context.Context, id int64) (*driver.Campaign, error) {
+	return e.campaign(ctx, "CampaignLock", id)
+}
+
+// campaign reads one campaign with the named query.
+func (e *executor) campaign(ctx context.Context, name string, id int64) (*driver.Campaign, error) {
+	c, err := scanCampaign(e.conn().QueryRowContext(ctx, q.Get(name), sql.Named("id", id)))
+	if err != nil {
+		return nil, translate(err)
+	}
+	return c, nil
+}
+
+func (e *executor) CampaignSave(ctx context.Context, c *driver.Campaign, now *time.Time) error {
+	return e.exec(ctx, q.Get("CampaignSave"),
+		sql.Named("id", c.ID), sql.Named("now", nowMicros(now)), sql.Named("name", c.Name),
+		sql.Named("status", c.Status), sql.Named("content", jsonArg(c.Content)), sql.Named("audience", c.Audience),
+		sql.Named("filter", jsonArg(c.Filter)), sql.Named("start_at", optMicros(c.StartAt)),
+		sql.Named("rate_per_minute", c.RatePerMinute), sql.Named("message_id", c.MessageID),
+		sql.Named("cursor", c.Cursor), sql.Named("written", c.Written), sql.Named("recipients", c.Recipients),
+		sql.Named("invalid_tokens", c.InvalidTokens), sql.Named("duplicate_tokens", c.DuplicateTokens),
+		sql.Named("tries", c.Tries), sql.Named("last_error", c.LastError),
+		sql.Named("started_at", optMicros(c.StartedAt)), sql.Named("finished_at", optMicros(c.FinishedAt)))
+}
+
+func (e *executor) CampaignList(ctx context.Context, p *driver.CampaignListParams) ([]*driver.Campaign, error) {
+	return query(ctx, e.conn(), scanCampaign, q.Get("CampaignList"),
+		sql.Named("before_id", p.BeforeID), sql.Named("status", p.Status), sql.Named("max", p.Limit))
+}
+
+// CampaignTry implements driver.Executor in one statement, written on its
+// own (or in the executor's transaction); see CampaignTry in queries.sql.
+func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams) (*driver.CampaignTryResult, error) {
+	return written(ctx, e, func(db dbtx) (*driver.CampaignTryResult, error) {
+		res := &driver.CampaignTryResult{Found: true}
+		err := db.QueryRowContext(ctx, q.Get("CampaignTry"),
+			sql.Named("now", nowMicros(p.Now)), sql.Named("max_tries", p.MaxTries)).
+			Scan(&res.ID, &res.Tries, &res.Interrupted)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &driver.CampaignTryResult{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	})
+}
+
+// CampaignPageAdd implements driver.Executor in one write transaction (or a
+// savepoint of the executor's): the page row first, whose conflict decides
+// between a replay and ErrPageConflict before anything else is written.
+func (e *executor) CampaignPageAdd(ctx context.Context, p *driver.CampaignPageParams) (int, bool, error) {
+	list, err := jsonList(p.Recipients)
+	if err != nil {
+		return 0, false, err
+	}
+	var added int
+	var replayed bool
+	err = e.atomic(ctx, func(db dbtx) error {
+		campaign, page := sql.Named("campaign_id", p.CampaignID), sql.Named("page", p.Page)
+		inserted, err := rowsAffected(db.ExecContext(ctx, q.Get("CampaignPageInsert"), campaign, page,
+			sql.Named("digest", p.Digest), sql.Named("size", len(p.Recipients))))
+		if err != nil {
+			return err
+		}
+		if inserted == 0 {
+			var digest []byte
+			if err := db.QueryRowContext(ctx, q.Get("CampaignPageGet"), campaign, page).Scan(&digest); err != nil {
+				return err
+			}
+			if !bytes.Equal(digest, p.Digest) {
+				return driver.ErrPageConflict
+			}
+			replayed = true
+			return nil
+		}
+		if added, err = rowsAffected(db.ExecContext(ctx, q.Get("CampaignRecipientInsert"), campaign,
+			sql.Named("recipients", list))); err != nil {
+			return err
+		}
+		_, err = db.ExecContext(ctx, q.Get("CampaignCountAdd"), campaign, sql.Named("added", added))
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return added, replayed, nil
+}
+
+func (e *executor) CampaignRecipientsAfter(ctx context.Context, campaignID int64, after string, limit int) ([]string, error) {
+	return query(ctx, e.conn(), scanValue[string], q.Get("CampaignRecipientsAfter"),
+		sql.Named("campaign_id", campaignID), sql.Named("after", after), sql.Named("max", limit))
+}
+
+func (e *executor) DeviceListAfter(ctx context.Context, after string, limit int) ([]*driver.Device, error) {
+	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListAfter"), sql.Named("after", after), sql.Named("max", limit))
+}
+
+// DeliveryInsertMany implements driver.Executor with MessageInsert's
+// delivery insert, each row carrying its own due time.
+func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertParams) (int, error) {
+	if len(p.Recipients) != len(p.NotificationIDs) || len(p.Recipients) != len(p.DueAt) {
+		return 0, fmt.Errorf("sqlite: %d recipients, %d notification ids and %d due times",
+			len(p.Recipients), len(p.NotificationIDs), len(p.DueAt))
+	}
+	if len(p.Recipients) == 0 {
+		return 0, nil
+	}
+	rows := make([][3]any, len(p.Recipients))
+	for i, r := range p.Recipients {
+		rows[i] = [3]any{r, p.NotificationIDs[i], p.DueAt[i].UnixMicro()}
+	}
+	list, err := jsonList(rows)
+	if err != nil {
+		return 0, err
+	}
+	return e.execCount(ctx, q.Get("DeliveryInsertMany"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
+		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", nil))
+}
+
+func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {
+	return queryMap[string, int](ctx, e.conn(), q.Get("DeviceAttemptCountByState"), sql.Named("message_id", messageID))
 }

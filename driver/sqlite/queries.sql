@@ -15,21 +15,25 @@
 
 -- name: MessageInsert :one
 INSERT INTO oncepush_message (type, title, body, data, link, image, category, ambiguity,
-                              scheduled_at, expires_at, created_at)
+                              scheduled_at, expires_at, created_at, audience)
 VALUES (@type, @title, @body, json(@data), @link, @image, @category, @ambiguity,
         coalesce(@scheduled_at, @now),
         coalesce(@scheduled_at, @now) + @lifetime_us,
-        @now)
+        @now, json(@audience))
 RETURNING id;
 
 -- name: MessageDelete :exec
 DELETE FROM oncepush_message WHERE id = @id;
 
 -- name: DeliveryInsertMany :execrows
--- @deliveries: [[recipient, notification id], …]; pairs rather than two lists,
--- since joining two json_each by key would compare every element with every other.
+-- Part of MessageInsert, and on its own for a message that exists (a
+-- campaign's batch). @deliveries: [[recipient, notification id], …], or
+-- [[recipient, notification id, due µs], …] when each row falls due at its
+-- own time; tuples rather than lists, since joining json_each by key would
+-- compare every element with every other.
 INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
-SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''), coalesce(@scheduled_at, @now), @now
+SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''),
+       coalesce(u.value ->> 2, @scheduled_at, @now), @now
 FROM json_each(@deliveries) AS u
 WHERE true
 ORDER BY u.key
@@ -62,13 +66,14 @@ WHERE id IN (SELECT value FROM json_each(@ids))
 RETURNING id, message_id, recipient, notification_id, attempts;
 
 -- name: MessageGetMany :many
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at,
+       audience
 FROM oncepush_message
 WHERE id IN (SELECT value FROM json_each(@ids));
 
 -- name: DeviceListByRecipients :many
 SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
-       d.time_zone, d.created_at, d.registered_at
+       d.time_zone, d.tags, d.created_at, d.registered_at
 FROM oncepush_device d
 WHERE d.recipient IN (SELECT value FROM json_each(@recipients))
   AND (d.session = '' OR NOT EXISTS (
@@ -184,17 +189,18 @@ WHERE transport = @transport AND token_key = @token_key AND recipient <> @recipi
 -- owner's registration in the same write transaction, so a conflict here is
 -- with the same owner, unless it keeps the other owner's: then no row.
 INSERT INTO oncepush_device AS d (recipient, transport, token, token_key, platform, session, locale,
-                                  time_zone, created_at, registered_at)
-VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @now, @now)
+                                  time_zone, tags, created_at, registered_at)
+VALUES (@recipient, @transport, @token, @token_key, @platform, @session, @locale, @time_zone, @tags, @now, @now)
 ON CONFLICT (transport, token_key) DO UPDATE
 SET token         = excluded.token,
     platform      = excluded.platform,
     session       = excluded.session,
     locale        = excluded.locale,
     time_zone     = excluded.time_zone,
+    tags          = excluded.tags,
     registered_at = excluded.registered_at
 WHERE d.recipient = excluded.recipient
-RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+RETURNING id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
           created_at, registered_at;
 
 -- name: DeviceTrim :exec
@@ -212,14 +218,14 @@ WHERE transport = @transport AND token_key = @token_key
   AND (@recipient = '' OR recipient = @recipient);
 
 -- name: DeviceListByRecipient :many
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE recipient = @recipient
 ORDER BY registered_at DESC, id DESC;
 
 -- name: DeviceGetByToken :one
-SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone,
+SELECT id, recipient, transport, token, token_key, platform, session, locale, time_zone, tags,
        created_at, registered_at
 FROM oncepush_device
 WHERE transport = @transport AND token_key = @token_key;
@@ -236,6 +242,9 @@ DELETE FROM oncepush_device WHERE session = @session AND session <> '';
 
 -- name: DeviceDeleteByRecipient :execrows
 DELETE FROM oncepush_device WHERE recipient = @recipient;
+
+-- name: CampaignRecipientDeleteByRecipient :exec
+DELETE FROM oncepush_campaign_recipient WHERE recipient = @recipient;
 
 -- name: DeliveryDeleteByRecipient :many
 -- Ledger rows go with their deliveries (ON DELETE CASCADE, foreign_keys=ON).
@@ -296,11 +305,13 @@ RETURNING message_id, dedup_key;
 
 -- name: MessageDeleteOrphans :execrows
 -- Of these messages (@ids, a JSON array: those whose deliveries were just
--- deleted), the ones left without any: one primary-key and one
--- oncepush_delivery_message probe each, however many messages are retained.
+-- deleted), the ones left without any and named by no campaign: one
+-- primary-key, one oncepush_delivery_message and one
+-- oncepush_campaign_message probe each, however many messages are retained.
 DELETE FROM oncepush_message
 WHERE id IN (SELECT value FROM json_each(@ids))
-  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id)
+  AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = oncepush_message.id);
 
 -- name: MessageSweepLast :one
 -- The backstop, first half: the last id of the @max messages after @after_id
@@ -309,10 +320,12 @@ SELECT max(id) FROM (SELECT id FROM oncepush_message WHERE id > @after_id ORDER 
 
 -- name: MessageSweepOrphans :execrows
 -- Second half, in the same write transaction: of those messages, delete the
--- ones without deliveries.
+-- ones without deliveries that no campaign names (a campaign's message has
+-- none until its first batch).
 DELETE FROM oncepush_message
 WHERE id > @after_id AND id <= @last
-  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id);
+  AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = oncepush_message.id)
+  AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = oncepush_message.id);
 
 -- name: DeliveryOverdue :one
 SELECT count(*), coalesce(min(next_attempt_at), 0)
@@ -367,7 +380,8 @@ INSERT INTO oncepush_migration (version, name, applied_at) VALUES (@version, @na
 SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'oncepush_migration');
 
 -- name: MessageGet :one
-SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at
+SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at,
+       audience
 FROM oncepush_message
 WHERE id = @id;
 
@@ -388,7 +402,7 @@ WHERE d.message_id = @message_id AND d.status = 'pending';
 -- to), and with @status 'pending' (some delivery pending) or 'done' (none),
 -- or '' for either. A seek into oncepush_message_created.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE 1
   AND m.created_at BETWEEN @lo_at AND @hi_at
@@ -401,7 +415,7 @@ LIMIT @limit;
 -- name: MessageListByCategory :many
 -- MessageList of one category: a seek into oncepush_message_category.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
-       m.expires_at, m.created_at
+       m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
 WHERE m.category = @category
   AND m.created_at BETWEEN @lo_at AND @hi_at
@@ -451,3 +465,114 @@ SELECT key, request_hash, message_id, queued, duplicates, created_at FROM oncepu
 DELETE FROM oncepush_idempotency
 WHERE key IN (SELECT value FROM json_each(@keys))
   AND NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.dedup_key = oncepush_idempotency.key);
+
+-- name: CampaignInsert :one
+-- Content and filter are stored as the engine gives them (checked JSON).
+-- Returns the row as written, as CampaignGet reads it.
+INSERT INTO oncepush_campaign (name, status, content, audience, filter, start_at, rate_per_minute,
+                               created_at, updated_at)
+VALUES (@name, @status, @content, @audience, @filter, @start_at, @rate_per_minute, @now, @now)
+RETURNING id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+          cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+          created_at, updated_at, started_at, finished_at;
+
+-- name: CampaignGet :one
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id = @id;
+
+-- name: CampaignLock :one
+-- CampaignGet inside a write transaction (BEGIN IMMEDIATE), which holds the
+-- database's one write lock until it ends: no row lock is needed or exists.
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id = @id;
+
+-- name: CampaignSave :exec
+UPDATE oncepush_campaign
+SET name = @name, status = @status, content = @content, audience = @audience, filter = @filter,
+    start_at = @start_at, rate_per_minute = @rate_per_minute, message_id = nullif(@message_id, 0),
+    cursor = @cursor, written = @written, recipients = @recipients, invalid_tokens = @invalid_tokens,
+    duplicate_tokens = @duplicate_tokens, tries = @tries, last_error = @last_error,
+    updated_at = @now, started_at = @started_at, finished_at = @finished_at
+WHERE id = @id;
+
+-- name: CampaignList :many
+-- Newest first, below the cursor: a seek into the primary key, or into
+-- oncepush_campaign_status when a status is given.
+SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       created_at, updated_at, started_at, finished_at
+FROM oncepush_campaign
+WHERE id < @before_id AND (@status = '' OR status = @status)
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: CampaignTry :one
+-- The oldest campaign with work: one more try counted, or, when the tries
+-- have run out, interrupted. No row when none is due. One statement under
+-- the write lock, so no other process picks between the choice and the
+-- count (no SKIP LOCKED: there is one writer). SET's expressions read the
+-- row as it was; RETURNING reads it as written.
+UPDATE oncepush_campaign
+SET tries      = CASE WHEN tries >= @max_tries THEN tries ELSE tries + 1 END,
+    status     = CASE WHEN tries >= @max_tries THEN 'interrupted' ELSE status END,
+    updated_at = @now
+WHERE id = (SELECT id FROM oncepush_campaign
+            WHERE status IN ('scheduled', 'sending')
+              AND (status = 'sending' OR start_at <= @now)
+            ORDER BY id
+            LIMIT 1)
+RETURNING id, tries, status = 'interrupted';
+
+-- name: CampaignPageInsert :execrows
+-- No row written means the page number is taken: CampaignPageGet reads the
+-- digest recorded for it (SQLite has no INSERT inside WITH, so one statement
+-- cannot do both as PostgreSQL's does).
+INSERT INTO oncepush_campaign_page (campaign_id, page, digest, size)
+VALUES (@campaign_id, @page, @digest, @size)
+ON CONFLICT (campaign_id, page) DO NOTHING;
+
+-- name: CampaignPageGet :one
+SELECT digest FROM oncepush_campaign_page WHERE campaign_id = @campaign_id AND page = @page;
+
+-- name: CampaignRecipientInsert :execrows
+-- @recipients: a JSON array. CampaignCountAdd then adds the count
+-- written to the campaign's, in the same write transaction.
+INSERT INTO oncepush_campaign_recipient (campaign_id, recipient)
+SELECT @campaign_id, value FROM json_each(@recipients)
+WHERE true
+ON CONFLICT DO NOTHING;
+
+-- name: CampaignCountAdd :exec
+-- CampaignPageAdd's second half: the recipients CampaignRecipientInsert
+-- wrote (@added) join the campaign's count.
+UPDATE oncepush_campaign SET recipients = recipients + @added WHERE id = @campaign_id;
+
+-- name: CampaignRecipientsAfter :many
+SELECT recipient FROM oncepush_campaign_recipient
+WHERE campaign_id = @campaign_id AND recipient > @after
+ORDER BY recipient
+LIMIT @max;
+
+-- name: DeviceListAfter :many
+-- A seek into oncepush_device_recipient.
+SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
+       d.time_zone, d.tags, d.created_at, d.registered_at
+FROM oncepush_device d
+WHERE d.recipient > @after
+  AND (d.session = '' OR NOT EXISTS (
+        SELECT 1 FROM oncepush_revoked_session s WHERE s.session = d.session))
+ORDER BY d.recipient, d.id
+LIMIT @max;
+
+-- name: DeviceAttemptCountByState :many
+SELECT a.state, count(*)
+FROM oncepush_delivery d
+JOIN oncepush_device_attempt a ON a.delivery_id = d.id
+WHERE d.message_id = @message_id
+GROUP BY a.state;
