@@ -20,14 +20,19 @@ import (
 
 // Scopes a key may hold.
 const (
-	ScopeSend    = "send"    // POST /v1/notifications
-	ScopeDevices = "devices" // register/unregister devices, revoke sessions, preferences, delete recipients
-	ScopeRead    = "read"    // read notifications, deliveries, devices, preferences
-	ScopeAdmin   = "admin"   // everything
+	ScopeSend      = "send"      // POST /v1/notifications
+	ScopeDevices   = "devices"   // register/unregister devices, revoke sessions, preferences, delete recipients
+	ScopeRead      = "read"      // read notifications, deliveries, devices, preferences, campaigns
+	ScopeCampaigns = "campaigns" // create, edit, upload to, schedule, start, cancel and resume campaigns
+	ScopeAdmin     = "admin"     // everything
 )
 
 // AllScopes lists the scopes in a stable order.
-var AllScopes = []string{ScopeSend, ScopeDevices, ScopeRead, ScopeAdmin}
+var AllScopes = []string{ScopeSend, ScopeDevices, ScopeRead, ScopeCampaigns, ScopeAdmin}
+
+// DefaultScopes are a new key's when none is asked for: campaigns and admin
+// must be asked for by name (docs/decisions.md D85).
+var DefaultScopes = []string{ScopeSend, ScopeDevices, ScopeRead}
 
 const prefix = "opk_"
 
@@ -69,10 +74,10 @@ func New() (Key, error) {
 }
 
 // ParseScopes checks a list of scopes: known names, no repeats; empty means
-// every scope but admin.
+// DefaultScopes.
 func ParseScopes(scopes []string) ([]string, error) {
 	if len(scopes) == 0 {
-		return []string{ScopeSend, ScopeDevices, ScopeRead}, nil
+		return slices.Clone(DefaultScopes), nil
 	}
 	var out []string
 	for _, s := range scopes {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,8 +55,18 @@ func TestKeyLogsRedacted(t *testing.T) {
 
 func TestScopes(t *testing.T) {
 	t.Parallel()
-	if s, err := ParseScopes(nil); err != nil || len(s) != 3 {
+	if s, err := ParseScopes(nil); err != nil || !slices.Equal(s, []string{ScopeSend, ScopeDevices, ScopeRead}) {
 		t.Fatalf("default scopes %v, %v", s, err)
+	}
+	// A key made without --scope cannot start a campaign (D85).
+	if s, _ := ParseScopes(nil); Allows(s, ScopeCampaigns) {
+		t.Fatal("the default scopes allow campaigns")
+	}
+	if s, err := ParseScopes([]string{"campaigns", "read"}); err != nil || !Allows(s, ScopeCampaigns) || Allows(s, ScopeSend) {
+		t.Fatalf("ParseScopes(campaigns, read) = %v, %v", s, err)
+	}
+	if !Allows([]string{ScopeAdmin}, ScopeCampaigns) {
+		t.Fatal("admin does not allow campaigns")
 	}
 	if _, err := ParseScopes([]string{"send", "root"}); err == nil {
 		t.Fatal("unknown scope accepted")

@@ -120,7 +120,7 @@ func keys(ctx context.Context, e *env, args []string) error {
 	case "create":
 		name := fs.String("name", "", "a name for the key (required): who or what uses it")
 		var scopes scopeList
-		fs.Var(&scopes, "scope", "scope, repeatable or comma-separated: "+strings.Join(apikey.AllScopes, ", ")+" (default send,devices,read)")
+		fs.Var(&scopes, "scope", "scope, repeatable or comma-separated: "+strings.Join(apikey.AllScopes, ", ")+" (default "+strings.Join(apikey.DefaultScopes, ",")+")")
 		var sc []string
 		check = func() (err error) {
 			if strings.TrimSpace(*name) == "" {

@@ -122,7 +122,7 @@ type subcommand struct {
 // lists them.
 var subcommands = map[string][]subcommand{
 	"keys": {
-		{"create", "--name N [--scope send,devices,read,admin]", "create an API key and print it, once"},
+		{"create", "--name N [--scope send,devices,read,campaigns,admin]", "create an API key and print it, once"},
 		{"list", "", "list the API keys (never their secrets)"},
 		{"revoke", "ID", "revoke an API key (the opk_… id that 'keys list' shows)"},
 	},

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/oncepush/oncepush/api"
+	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/openapitest"
 )
 
@@ -63,7 +64,7 @@ func TestDocumentIsWellFormed(t *testing.T) {
 		tags[tg.(map[string]any)["name"].(string)] = true
 	}
 	ids := map[string]string{}
-	scopes := []string{"send", "devices", "read", "admin"}
+	scopes := apikey.AllScopes
 	paths := doc["paths"].(map[string]any)
 	for _, op := range s.Operations() {
 		where := op.Method + " " + op.Path

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/apikey"
@@ -28,6 +29,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 		e.putDevice("u_1", obj{"transport": "fcm", "token": fcmTok, "session": "s_1"})
 		sent := e.send(e.admin, obj{"recipients": []string{"u_1"}, "title": "Hello"})
 		e.drain()
+		campaign := e.createCampaign(obj{"message": obj{"title": "Sale"}, "audience": "recipients"})
 
 		// A request per route that would do its work if it were allowed.
 		requests := map[string]any{
@@ -46,8 +48,25 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 			"DELETE /v1/recipients/{recipient}":          nil,
 			"GET /v1/recipients/{recipient}/preferences": nil,
 			"PUT /v1/recipients/{recipient}/preferences": obj{"optOut": []string{"news"}},
+			"POST /v1/campaigns":                         obj{"message": obj{"title": "Sale"}, "audience": "devices"},
+			"GET /v1/campaigns":                          nil,
+			"GET /v1/campaigns/{id}":                     nil,
+			"PUT /v1/campaigns/{id}":                     obj{"message": obj{"title": "Sale, now"}, "audience": "recipients"},
+			"PUT /v1/campaigns/{id}/recipients/{page}":   obj{"recipients": []string{"u_1"}},
+			"POST /v1/campaigns/{id}/schedule":           obj{"startAt": epoch.Add(time.Hour).Format(time.RFC3339)},
+			"POST /v1/campaigns/{id}/start":              nil,
+			"POST /v1/campaigns/{id}/cancel":             nil,
+			"POST /v1/campaigns/{id}/resume":             nil,
 		}
-		fill := strings.NewReplacer("{id}", itoa(sent.ID), "{recipient}", "u_1", "{session}", "s_1")
+		// {id} is the notification's, or under /v1/campaigns the campaign's.
+		fillNotification := strings.NewReplacer("{id}", itoa(sent.ID), "{recipient}", "u_1", "{session}", "s_1")
+		fillCampaign := strings.NewReplacer("{id}", itoa(campaign.ID), "{page}", "1")
+		fill := func(path string) string {
+			if strings.HasPrefix(path, "/v1/campaigns/") {
+				return fillCampaign.Replace(path)
+			}
+			return fillNotification.Replace(path)
+		}
 
 		revoked := e.key(apikey.ScopeAdmin)
 		if ok, err := e.store.APIKeyRevoke(t.Context(), apikey.Key(revoked).ID(), nil); err != nil || !ok {
@@ -70,9 +89,9 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 			{"revoked", "Bearer " + revoked},
 		}
 		scoped := map[string]string{}
-		for _, sc := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead} {
+		for _, sc := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead, apikey.ScopeCampaigns} {
 			var others []string
-			for _, o := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead} {
+			for _, o := range []string{apikey.ScopeSend, apikey.ScopeDevices, apikey.ScopeRead, apikey.ScopeCampaigns} {
 				if o != sc {
 					others = append(others, o)
 				}
@@ -97,7 +116,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 				continue
 			}
 			guarded = append(guarded, name)
-			path := fill.Replace(rt.Path)
+			path := fill(rt.Path)
 			for _, c := range unauthenticated {
 				r := e.do(rt.Method, path, "", body, "Authorization", c.header)
 				if r.status != http.StatusUnauthorized {
@@ -143,7 +162,7 @@ func TestEveryRouteRefusesWhoMayNotUseIt(t *testing.T) {
 				continue
 			}
 			name := rt.Method + " " + rt.Path
-			r := e.do(rt.Method, fill.Replace(rt.Path), e.key(rt.Scope), requests[name])
+			r := e.do(rt.Method, fill(rt.Path), e.key(rt.Scope), requests[name])
 			if r.status == http.StatusUnauthorized || r.status == http.StatusForbidden {
 				t.Errorf("%s with a %s key: status %d: %s", name, rt.Scope, r.status, r.body)
 			}

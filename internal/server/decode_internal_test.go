@@ -21,12 +21,17 @@ func TestRequestTypesMirrorTheDocument(t *testing.T) {
 	}
 	schemas := spec.Document()["components"].(map[string]any)["schemas"].(map[string]any)
 	for name, typ := range map[string]reflect.Type{
-		"NotificationRequest": reflect.TypeFor[notificationRequest](),
-		"DeviceRequest":       reflect.TypeFor[deviceRequest](),
-		"DeviceAddress":       reflect.TypeFor[deviceAddress](),
-		"UnregisterRequest":   reflect.TypeFor[unregisterRequest](),
-		"PreferencesRequest":  reflect.TypeFor[preferencesBody](),
-		"QuietHours":          reflect.TypeFor[quietHours](),
+		"NotificationRequest":    reflect.TypeFor[notificationRequest](),
+		"DeviceRequest":          reflect.TypeFor[deviceRequest](),
+		"DeviceAddress":          reflect.TypeFor[deviceAddress](),
+		"UnregisterRequest":      reflect.TypeFor[unregisterRequest](),
+		"PreferencesRequest":     reflect.TypeFor[preferencesBody](),
+		"QuietHours":             reflect.TypeFor[quietHours](),
+		"CampaignRequest":        reflect.TypeFor[campaignRequest](),
+		"CampaignMessageRequest": reflect.TypeFor[campaignMessage](),
+		"DeviceFilter":           reflect.TypeFor[deviceFilter](),
+		"CampaignRecipients":     reflect.TypeFor[recipientsRequest](),
+		"CampaignSchedule":       reflect.TypeFor[scheduleRequest](),
 	} {
 		schema := schemas[name].(map[string]any)
 		if schema["additionalProperties"] != false {

@@ -34,6 +34,8 @@ type deviceRequest struct {
 	Session   string     `json:"session,omitempty"`
 	Locale    string     `json:"locale,omitempty"`
 	TimeZone  string     `json:"timeZone,omitempty"`
+	// Tags replace the device's: none given, none kept.
+	Tags []string `json:"tags,omitempty"`
 }
 
 // deviceView shows a device with its token masked.
@@ -46,6 +48,7 @@ type deviceView struct {
 	Session      string    `json:"session"`
 	Locale       string    `json:"locale"`
 	TimeZone     string    `json:"timeZone"`
+	Tags         []string  `json:"tags"`
 	CreatedAt    time.Time `json:"createdAt"`
 	RegisteredAt time.Time `json:"registeredAt"`
 }
@@ -53,9 +56,17 @@ type deviceView struct {
 func viewDevice(d oncepush.Device) deviceView {
 	return deviceView{
 		ID: d.ID, Recipient: d.Recipient, Transport: string(d.Transport), Token: oncepush.MaskToken(string(d.Token)),
-		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone,
+		Platform: d.Platform, Session: d.Session, Locale: d.Locale, TimeZone: d.TimeZone, Tags: orEmpty(d.Tags),
 		CreatedAt: d.CreatedAt.UTC(), RegisteredAt: d.RegisteredAt.UTC(),
 	}
+}
+
+// orEmpty is a list as the API answers it: [] for none, never null.
+func orEmpty[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
 }
 
 func (s *Server[TTx]) putDevice(w http.ResponseWriter, r *http.Request) error {
@@ -69,7 +80,7 @@ func (s *Server[TTx]) putDevice(w http.ResponseWriter, r *http.Request) error {
 	}
 	d, err := s.client.RegisterDevice(r.Context(), oncepush.Device{
 		Recipient: recipient, Transport: oncepush.Transport(req.Transport), Token: oncepush.Token(req.Token),
-		Platform: req.Platform, Session: req.Session, Locale: req.Locale, TimeZone: req.TimeZone,
+		Platform: req.Platform, Session: req.Session, Locale: req.Locale, TimeZone: req.TimeZone, Tags: req.Tags,
 	})
 	if err != nil {
 		return err

@@ -79,6 +79,53 @@ func TestRegisterAndListDevices(t *testing.T) {
 	})
 }
 
+// Tags are set by a registration, shown sorted and distinct, replaced by
+// the next registration (none given: none kept), and refused naming the
+// tag at fault.
+func TestDeviceTagsAreReplacedByEachRegistration(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		tok := e.token(oncepush.TransportFCM)
+		d := e.putDevice("u_1", obj{"transport": "fcm", "token": tok, "tags": []string{"plan:pro", "beta", "plan:pro"}})
+		if !slices.Equal(d.Tags, []string{"beta", "plan:pro"}) {
+			t.Errorf("registered with tags %v, want [beta plan:pro]", d.Tags)
+		}
+		if ds := e.devices("u_1"); len(ds) != 1 || !slices.Equal(ds[0].Tags, d.Tags) {
+			t.Errorf("the list shows %+v, want the tags %v", ds, d.Tags)
+		}
+		if again := e.putDevice("u_1", obj{"transport": "fcm", "token": tok, "tags": []string{"de"}}); !slices.Equal(again.Tags, []string{"de"}) {
+			t.Errorf("re-registered with [de]: tags %v", again.Tags)
+		}
+		if none := e.putDevice("u_1", obj{"transport": "fcm", "token": tok}); none.Tags == nil || len(none.Tags) != 0 {
+			t.Errorf("re-registered without tags: tags %v, want []", none.Tags)
+		}
+		looked := answerOf[server.DeviceView](e, "POST", "/v1/devices/lookup", obj{"transport": "fcm", "token": tok})
+		if looked.Tags == nil || len(looked.Tags) != 0 {
+			t.Errorf("lookup shows tags %v, want []", looked.Tags)
+		}
+		for _, tc := range []badRequest{
+			{"a tag with a space", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": []string{"beta", "plan pro"}}, nil, 400, "invalid_field", "tags[1]"},
+			{"an empty tag", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": []string{""}}, nil, 400, "invalid_field", "tags[0]"},
+			{"a tag of 65 bytes", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": []string{strings.Repeat("t", 65)}}, nil, 400, "invalid_field", "tags[0]"},
+			{"33 tags", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": manyTags(33)}, nil, 400, "invalid_field", "tags"},
+			{"tags as a string", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": "beta"}, nil, 400, "invalid_field", "tags"},
+			{"a tag as a number", "PUT", "/v1/recipients/u_1/devices", obj{"transport": "fcm", "token": tok, "tags": []any{"beta", 7}}, nil, 400, "invalid_field", "tags[1]"},
+		} {
+			e.refused(t, tc)
+		}
+		if ds := e.devices("u_1"); len(ds) != 1 || len(ds[0].Tags) != 0 {
+			t.Errorf("after refused registrations: %+v", ds)
+		}
+	})
+}
+
+func manyTags(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("t%d", i)
+	}
+	return out
+}
+
 func TestRecipientKeepsTenDevices(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
 		var first server.DeviceView

@@ -52,7 +52,7 @@ func mustSpec(t *testing.T) *openapitest.Spec {
 
 // probePath fills a documented path's parameters with values of their shape,
 // for requests whose answer does not depend on what they name.
-var probePath = strings.NewReplacer("{id}", "1", "{recipient}", "u_probe", "{session}", "s_probe").Replace
+var probePath = strings.NewReplacer("{id}", "1", "{page}", "1", "{recipient}", "u_probe", "{session}", "s_probe").Replace
 
 // probeBody is a body for op: an empty object where it takes one.
 func probeBody(op openapitest.Operation) any {
@@ -81,6 +81,7 @@ var epoch = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 var tables = []string{
 	"oncepush_message", "oncepush_delivery", "oncepush_device_attempt", "oncepush_device",
 	"oncepush_preference", "oncepush_idempotency", "oncepush_revoked_session",
+	"oncepush_campaign", "oncepush_campaign_recipient", "oncepush_campaign_page",
 }
 
 // envOptions adjust a test's server.
@@ -122,6 +123,9 @@ type env struct {
 	drain func()
 	// cleanup runs one cleanup round at the clock's now.
 	cleanup func() *oncepush.CleanupStats
+	// expand runs campaign steps until none has work (Client.ExpandCampaigns),
+	// as a started server's campaign loop does, with ctx's hooks.
+	expand func(ctx context.Context) (oncepush.CampaignStats, error)
 	// refreshBacklog reads the due backlog into the metrics, as the serving
 	// process does every BacklogIntervalDefault.
 	refreshBacklog func()
@@ -301,6 +305,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 			t.Fatalf("Drain: %v", err)
 		}
 	}
+	e.expand = client.ExpandCampaigns
 	e.cleanup = func() *oncepush.CleanupStats {
 		t.Helper()
 		st, err := client.Cleanup(context.WithoutCancel(t.Context()))

@@ -30,6 +30,10 @@ type (
 	DevicePage       = devicePage
 	Preferences      = preferencesBody
 	QuietHours       = quietHours
+	CampaignView     = campaignView
+	CampaignTotals   = campaignTotals
+	CampaignPage     = campaignPage
+	PageAnswer       = pageAnswer
 )
 
 // ActivityView is GET /v1/activity.

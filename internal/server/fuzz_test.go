@@ -76,6 +76,17 @@ func FuzzWriteRoutes(f *testing.F) {
 		{0, 0, "u_1", `null`, ""},
 		{1, 0, "u_1", `{"transport": "fcm", "token": "t", "": 1}`, ""},
 		{5, 0, "u_1", "{\"optOut\": [\"caf\xe9\"]}", ""},
+		// The campaign routes, from POST /v1/campaigns (8) on.
+		{8, 0, "u_1", `{"message": {"title": "Sale"}, "audience": "recipients"}`, ""},
+		{8, 0, "u_1", `{"message": {"title": "Sale", "data": {"n": 1}}, "audience": "devices", "filter": {"tags": ["beta", "a b"]}, "ratePerMinute": 60.0}`, ""},
+		{8, 0, "u_1", `{"message": {"title": "Sale"}, "audience": "devices", "filter": {"transports": ["sms"]}, "ttlSeconds": 1e400}`, ""},
+		{9, 0, "u_1", `{"message": {"body": "Sale, again"}, "audience": "recipients", "ratePerMinute": 1e12}`, ""},
+		{10, 0, "u_1", `{"recipients": ["u_1", "u_2", "u_1"]}`, ""},
+		{10, 0, "u_1", `{"recipients": ["u_3"]}`, ""},
+		{11, 0, "u_1", `{"startAt": "2026-01-05T10:00:00Z"}`, ""},
+		{12, 0, "u_1", ``, ""},
+		{13, 0, "u_1", `{}`, ""},
+		{14, 0, "u_1", ``, ""},
 	} {
 		f.Add(s.route, s.contentType, s.recipient, []byte(s.body), s.idemKey)
 	}
@@ -87,6 +98,9 @@ func FuzzWriteRoutes(f *testing.F) {
 		for _, p := range []string{"{recipient}", "{session}"} {
 			path = strings.ReplaceAll(path, p, url.PathEscape(recipient))
 		}
+		// Ids and page numbers of the first notification and campaign,
+		// which earlier inputs may have made.
+		path = strings.NewReplacer("{id}", "1", "{page}", "1").Replace(path)
 		req := httptest.NewRequest(rt.Method, path, bytes.NewReader(body))
 		if ct := contentTypes[int(contentType)%len(contentTypes)]; ct != "" {
 			req.Header.Set("Content-Type", ct)
@@ -132,7 +146,8 @@ var contentTypes = []string{"application/json", "application/json; charset=UTF-8
 // stableCodes are the documented problem codes.
 var stableCodes = []string{server.CodeInvalidJSON, server.CodeInvalidField, server.CodeUnknownField, server.CodeMissingField,
 	server.CodeBodyTooLarge, server.CodeUnsupportedMediaType, server.CodeUnauthorized, server.CodeForbidden, server.CodeNotFound,
-	server.CodeMethodNotAllowed, server.CodeIdempotencyConflict, server.CodeSessionRevoked}
+	server.CodeMethodNotAllowed, server.CodeIdempotencyConflict, server.CodeSessionRevoked,
+	server.CodeCampaignState, server.CodeCampaignPageConflict}
 
 // fuzzServer is one fuzzing process's server: SQLite in a temporary file,
 // its route table's write routes, an admin key, and the document.

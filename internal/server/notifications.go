@@ -68,14 +68,8 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		key = h
 	}
 	req.DedupeKey = key
-	// Present means set: the schema's pattern and enum take no empty string.
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"link", req.Link}, {"image", req.Image}, {"ambiguity", req.Ambiguity}} {
-		if f.v != nil && *f.v == "" {
-			return fieldProblem(CodeInvalidField, f.name, "must not be empty; leave the field out for none")
-		}
+	if err := presentMeansSet(namedText{"link", req.Link}, namedText{"image", req.Image}, namedText{"ambiguity", req.Ambiguity}); err != nil {
+		return err
 	}
 	msg := oncepush.Message{
 		Type: req.Type, Title: req.Title, Body: req.Body, Data: req.Data, Link: deref(req.Link), Image: deref(req.Image),
@@ -91,19 +85,8 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	if p := s.overloaded(opts.ScheduledAt); p != nil {
 		return p
 	}
-	if req.TTLSeconds != nil {
-		// An integer in JSON Schema's sense: 60.0 is 60.
-		secs, err := strconv.ParseFloat(req.TTLSeconds.String(), 64)
-		const most = int64(oncepush.MaxLifetime / time.Second)
-		switch {
-		case err != nil && !errors.Is(err, strconv.ErrRange), secs != math.Trunc(secs):
-			return fieldProblem(CodeInvalidField, "ttlSeconds", "must be a whole number of seconds")
-		case secs <= 0:
-			return fieldProblem(CodeInvalidField, "ttlSeconds", "must be a positive number of seconds")
-		case secs > float64(most):
-			return fieldProblem(CodeInvalidField, "ttlSeconds", fmt.Sprintf("must be at most %d (28 days)", most))
-		}
-		opts.Lifetime = time.Duration(secs) * time.Second
+	if opts.Lifetime, err = ttlSeconds(req.TTLSeconds); err != nil {
+		return err
 	}
 
 	if key != "" {
@@ -138,11 +121,63 @@ func deref(s *string) string {
 	return *s
 }
 
+// namedText is an optional text field of a request and its API name.
+type namedText struct {
+	name string
+	v    *string
+}
+
+// presentMeansSet refuses an optional field given as "": the schema's
+// pattern or enum takes no empty string, and leaving it out says none.
+func presentMeansSet(fields ...namedText) error {
+	for _, f := range fields {
+		if f.v != nil && *f.v == "" {
+			return fieldProblem(CodeInvalidField, f.name, "must not be empty; leave the field out for none")
+		}
+	}
+	return nil
+}
+
+// wholeNumber reads an integer in JSON Schema's sense (60.0 is 60); ok is
+// false for a fraction. A number beyond a float's range is infinite, for
+// the caller's bounds to refuse.
+func wholeNumber(n json.Number) (v float64, ok bool) {
+	v, err := strconv.ParseFloat(n.String(), 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || v != math.Trunc(v) {
+		return 0, false
+	}
+	return v, true
+}
+
+// ttlSeconds reads the ttlSeconds field, the API's lifetime: a whole,
+// positive number of seconds up to MaxLifetime; 0 (the server's default)
+// when absent or null.
+func ttlSeconds(n *json.Number) (time.Duration, error) {
+	if n == nil {
+		return 0, nil
+	}
+	secs, ok := wholeNumber(*n)
+	const most = int64(oncepush.MaxLifetime / time.Second)
+	switch {
+	case !ok:
+		return 0, fieldProblem(CodeInvalidField, "ttlSeconds", "must be a whole number of seconds")
+	case secs <= 0:
+		return 0, fieldProblem(CodeInvalidField, "ttlSeconds", "must be a positive number of seconds")
+	case secs > float64(most):
+		return 0, fieldProblem(CodeInvalidField, "ttlSeconds", fmt.Sprintf("must be at most %d (28 days)", most))
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
 // renameField gives a library validation error the API's field name.
-func renameField(err error) error {
+func renameField(err error) error { return renameFieldBy(err, apiFieldNames) }
+
+// renameFieldBy gives a library validation error the field name that names
+// maps it to, when it maps it.
+func renameFieldBy(err error, names map[string]string) error {
 	var ve *oncepush.ValidationError
 	if errors.As(err, &ve) {
-		if name, ok := apiFieldNames[ve.Field]; ok {
+		if name, ok := names[ve.Field]; ok {
 			return fieldProblem(CodeInvalidField, name, ve.Message)
 		}
 	}
@@ -378,7 +413,7 @@ func page(ds []oncepush.Delivery, limit int) deliveryPage {
 	p := deliveryPage{Deliveries: []deliveryView{}}
 	for i, d := range ds {
 		if i == limit {
-			c := encodeCursor(ds[limit-1].ID)
+			c := encodeCursor(deliveryCursor, ds[limit-1].ID)
 			p.NextCursor = &c
 			break
 		}
@@ -394,14 +429,17 @@ const (
 )
 
 // pageLimit reads ?limit=: pageLimitDefault when absent.
-func pageLimit(q url.Values) (int, error) {
+func pageLimit(q url.Values) (int, error) { return limitParam(q, pageLimitDefault, pageLimitMax) }
+
+// limitParam reads ?limit=, from 1 to most: def when absent.
+func limitParam(q url.Values, def, most int) (int, error) {
 	l := q.Get("limit")
 	if l == "" {
-		return pageLimitDefault, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(l)
-	if err != nil || n < 1 || n > pageLimitMax {
-		return 0, fieldProblem(CodeInvalidField, "limit", fmt.Sprintf("must be a number from 1 to %d", pageLimitMax))
+	if err != nil || n < 1 || n > most {
+		return 0, fieldProblem(CodeInvalidField, "limit", fmt.Sprintf("must be a number from 1 to %d", most))
 	}
 	return n, nil
 }
@@ -413,30 +451,37 @@ func pageParams(r *http.Request) (cursor int64, limit int, err error) {
 		return 0, 0, err
 	}
 	if c := q.Get("cursor"); c != "" {
-		if cursor, err = decodeCursor(c); err != nil {
+		if cursor, err = decodeCursor(deliveryCursor, c); err != nil {
 			return 0, 0, fieldProblem(CodeInvalidField, "cursor", "is not a cursor this API returned")
 		}
 	}
 	return cursor, limit, nil
 }
 
-// Cursors are opaque to clients: "d" + the last id seen, base64url.
-func encodeCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("d" + strconv.FormatInt(id, 10)))
+// Cursors are opaque to clients: a letter saying what the list is ("d"
+// deliveries, "c" campaigns) + the last id seen, base64url, so that one
+// list's cursor is refused by another.
+const (
+	deliveryCursor = "d"
+	campaignCursor = "c"
+)
+
+func encodeCursor(kind string, id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + strconv.FormatInt(id, 10)))
 }
 
-func decodeCursor(c string) (int64, error) {
+func decodeCursor(kind, c string) (int64, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, err
 	}
-	s, ok := strings.CutPrefix(string(b), "d")
+	s, ok := strings.CutPrefix(string(b), kind)
 	if !ok {
-		return 0, errors.New("not a delivery cursor")
+		return 0, fmt.Errorf("not a cursor of kind %q", kind)
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, errors.New("not a delivery cursor")
+		return 0, fmt.Errorf("not a cursor of kind %q", kind)
 	}
 	return id, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/server"
 )
 
 // validRequests are requests every operation that needs a key would answer
@@ -24,6 +25,15 @@ func validRequests(e *env, id int64) map[string]struct {
 	// A device of its own for the lookup, which DELETE /v1/devices leaves.
 	kept := e.token(oncepush.TransportFCM)
 	e.putDevice("u_1", obj{"transport": "fcm", "token": kept})
+	// Campaigns of their own for the operations that change their status,
+	// in whichever order the requests come.
+	campaign := func() string {
+		return "/v1/campaigns/" + itoa(e.createCampaign(obj{"message": obj{"title": "Sale"}, "audience": "recipients"}).ID)
+	}
+	draft, toStart, toCancel, interrupted := campaign(), campaign(), campaign(), campaign()
+	answerOf[server.PageAnswer](e, "PUT", interrupted+"/recipients/1", obj{"recipients": []string{"u_1"}})
+	answerOf[server.CampaignView](e, "POST", interrupted+"/start", nil)
+	e.interrupt()
 	return map[string]struct {
 		path string
 		body any
@@ -43,6 +53,15 @@ func validRequests(e *env, id int64) map[string]struct {
 		"DELETE /v1/recipients/{recipient}":          {"/v1/recipients/u_2", nil},
 		"GET /v1/recipients/{recipient}/preferences": {"/v1/recipients/u_1/preferences", nil},
 		"PUT /v1/recipients/{recipient}/preferences": {"/v1/recipients/u_1/preferences", obj{"optOut": []string{"ads"}}},
+		"POST /v1/campaigns":                         {"/v1/campaigns", obj{"message": obj{"title": "Sale"}, "audience": "devices"}},
+		"GET /v1/campaigns":                          {"/v1/campaigns?status=draft&limit=10", nil},
+		"GET /v1/campaigns/{id}":                     {draft, nil},
+		"PUT /v1/campaigns/{id}":                     {draft, obj{"message": obj{"title": "Sale, now"}, "audience": "recipients"}},
+		"PUT /v1/campaigns/{id}/recipients/{page}":   {draft + "/recipients/1", obj{"recipients": []string{"u_1"}}},
+		"POST /v1/campaigns/{id}/schedule":           {draft + "/schedule", obj{"startAt": "2026-01-06T09:00:00Z"}},
+		"POST /v1/campaigns/{id}/start":              {toStart + "/start", nil},
+		"POST /v1/campaigns/{id}/cancel":             {toCancel + "/cancel", nil},
+		"POST /v1/campaigns/{id}/resume":             {interrupted + "/resume", nil},
 	}
 }
 

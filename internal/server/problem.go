@@ -50,6 +50,8 @@ const (
 	CodeIdempotencyConflict  = "idempotency_conflict"   // 409: the key was used with a different request
 	CodeSessionRevoked       = "session_revoked"        // 409: registering under a revoked session
 	CodeTokenRegistered      = "token_registered"       // 409: a direct send names a token registered to a recipient
+	CodeCampaignState        = "campaign_state"         // 409: the campaign's status (or audience) does not allow the operation
+	CodeCampaignPageConflict = "campaign_page_conflict" // 409: the page number was uploaded with other recipients
 	CodeOverloaded           = "overloaded"             // 429: sends are refused while the oldest due one waits too long
 	CodeUnavailable          = "unavailable"            // 503: the database cannot be reached
 	CodeInternal             = "internal"               // 500
@@ -69,6 +71,8 @@ var titles = map[string]string{
 	CodeIdempotencyConflict:  "Idempotency key reused with a different request",
 	CodeSessionRevoked:       "Session revoked",
 	CodeTokenRegistered:      "Device token registered to a recipient",
+	CodeCampaignState:        "Campaign status does not allow this",
+	CodeCampaignPageConflict: "Campaign page already holds other recipients",
 	CodeOverloaded:           "Too many due notifications",
 	CodeUnavailable:          "Service unavailable",
 	CodeInternal:             "Internal error",

@@ -1,7 +1,8 @@
-// Package server is oncepush's HTTP API: notifications, devices, preferences and
-// delivery history over JSON, with bearer API keys (stored hashed, with scopes),
-// RFC 9457 problem+json errors with stable codes, Prometheus metrics and the
-// OpenAPI document. It is the library behind HTTP; see docs/architecture.md.
+// Package server is oncepush's HTTP API: notifications, devices, preferences,
+// campaigns and delivery history over JSON, with bearer API keys (stored
+// hashed, with scopes), RFC 9457 problem+json errors with stable codes,
+// Prometheus metrics and the OpenAPI document. It is the library behind
+// HTTP; see docs/architecture.md.
 package server
 
 import (
@@ -285,6 +286,15 @@ func (s *Server[TTx]) table() []route {
 		{method: "DELETE", path: "/v1/recipients/{recipient}", scope: apikey.ScopeDevices, h: s.deleteRecipient},
 		{method: "GET", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeRead, h: s.getPreferences},
 		{method: "PUT", path: "/v1/recipients/{recipient}/preferences", scope: apikey.ScopeDevices, h: s.putPreferences},
+		{method: "POST", path: "/v1/campaigns", scope: apikey.ScopeCampaigns, h: s.postCampaign},
+		{method: "GET", path: "/v1/campaigns", scope: apikey.ScopeRead, h: s.listCampaigns},
+		{method: "GET", path: "/v1/campaigns/{id}", scope: apikey.ScopeRead, h: s.getCampaign},
+		{method: "PUT", path: "/v1/campaigns/{id}", scope: apikey.ScopeCampaigns, h: s.putCampaign},
+		{method: "PUT", path: "/v1/campaigns/{id}/recipients/{page}", scope: apikey.ScopeCampaigns, h: s.putCampaignRecipients},
+		{method: "POST", path: "/v1/campaigns/{id}/schedule", scope: apikey.ScopeCampaigns, h: s.scheduleCampaign},
+		{method: "POST", path: "/v1/campaigns/{id}/start", scope: apikey.ScopeCampaigns, h: s.startCampaign},
+		{method: "POST", path: "/v1/campaigns/{id}/cancel", scope: apikey.ScopeCampaigns, h: s.cancelCampaign},
+		{method: "POST", path: "/v1/campaigns/{id}/resume", scope: apikey.ScopeCampaigns, h: s.resumeCampaign},
 
 		{method: "GET", path: "/healthz", h: s.healthz},
 		{method: "GET", path: "/readyz", h: s.readyz},
