@@ -292,8 +292,9 @@ type Executor interface {
 
 	// --- campaigns (migration 6)
 
-	// CampaignInsert writes a new campaign as given (ID, the expansion's
-	// state and the times other than CreatedAt are ignored) and returns it.
+	// CampaignInsert writes a new campaign from its name, status, content,
+	// audience, filter, StartAt and RatePerMinute (the rest starts empty;
+	// CreatedAt and UpdatedAt are now) and returns it.
 	CampaignInsert(ctx context.Context, c *Campaign) (*Campaign, error)
 	// CampaignGet returns one campaign, or ErrNotFound.
 	CampaignGet(ctx context.Context, id int64) (*Campaign, error)

@@ -581,13 +581,16 @@ ORDER BY recipient
 LIMIT @max;
 
 -- name: DeviceListAfter :many
--- A seek into oncepush_device_recipient.
+-- A seek into oncepush_device_recipient. The revocation check is a
+-- correlated subquery, one primary-key probe per device with a session: as
+-- NOT EXISTS the planner may make it an anti-join that reads every revoked
+-- session (the page's LIMIT is a parameter, so a generic plan cannot know
+-- the page is small).
 SELECT d.id, d.recipient, d.transport, d.token, d.token_key, d.platform, d.session, d.locale,
        d.time_zone, d.tags, d.created_at, d.registered_at
 FROM oncepush_device d
 WHERE d.recipient > @after
-  AND (d.session = '' OR NOT EXISTS (
-        SELECT 1 FROM oncepush_revoked_session s WHERE s.session = d.session))
+  AND (d.session = '' OR (SELECT count(*) FROM oncepush_revoked_session s WHERE s.session = d.session) = 0)
 ORDER BY d.recipient, d.id
 LIMIT @max;
 
