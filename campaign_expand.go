@@ -152,18 +152,21 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 		// One row more than the batch: when the page is full, its last
 		// recipient may have more devices beyond it, so the batch ends
 		// before that recipient, who starts the next one (D81).
-		rows := limit * c.cfg.MaxDevicesPerRecipient
-		if devices, err = ex.DeviceListAfter(ctx, row.Cursor, rows+1); err != nil {
+		if devices, err = ex.DeviceListAfter(ctx, row.Cursor, limit+1); err != nil {
 			return 0, false, err
 		}
-		done = len(devices) <= rows
+		done = len(devices) <= limit
 		if !done {
 			cut := devices[len(devices)-1].Recipient
 			for len(devices) > 0 && devices[len(devices)-1].Recipient == cut {
 				devices = devices[:len(devices)-1]
 			}
 			if len(devices) == 0 {
-				return 0, false, fmt.Errorf("recipient %q has more than %d devices", cut, rows)
+				// One recipient fills the page: the batch is that
+				// recipient, whole.
+				if devices, err = ex.DeviceListByRecipients(ctx, []string{cut}); err != nil {
+					return 0, false, err
+				}
 			}
 		}
 		for _, d := range devices {

@@ -31,6 +31,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignTokensCountedNeverSent", testCampaignTokens[TTx]},
 		{"CampaignCancelStopsSubmissions", testCampaignCancel[TTx]},
 		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
+		{"CampaignRecipientFillingABatch", testCampaignRecipientFillingABatch[TTx]},
 	}
 }
 
@@ -608,4 +609,39 @@ func testCampaignPacing[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	deliveredOnce(t, campaign, "paced", rs)
+}
+
+// testCampaignRecipientFillingABatch: a device audience read in pages
+// smaller than one recipient's devices: no recipient is split across
+// batches (each is judged on all its devices, and gets one delivery), and
+// each device is submitted once.
+func testCampaignRecipientFillingABatch[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 3 })
+	b.register("fill-a", oncepush.TransportFCM)
+	b.register("fill-b", oncepush.TransportFCM, oncepush.TransportFCM, oncepush.TransportFCM, oncepush.TransportFCM, oncepush.TransportAPNs)
+	b.register("fill-c", oncepush.TransportFCM, oncepush.TransportFCM)
+	b.register("fill-d", oncepush.TransportFCM)
+	c := b.createCampaign(oncepush.CampaignSpec{Message: msg("fill"), Audience: oncepush.AudienceDevices})
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != 4 || st.Completed != 1 {
+		t.Fatalf("expansion: %+v, want 4 deliveries and completed", st)
+	}
+	b.drain()
+	perDevice := map[string]int{}
+	for _, s := range append(b.fcm.Submissions(), b.apns.Submissions()...) {
+		perDevice[string(s.Device.Token)]++
+	}
+	if len(perDevice) != 9 {
+		t.Fatalf("%d devices reached, want 9: %v", len(perDevice), perDevice)
+	}
+	for tok, n := range perDevice {
+		if n != 1 {
+			t.Errorf("device %s: %d submissions", tok, n)
+		}
+	}
+	for _, r := range []string{"fill-a", "fill-b", "fill-c", "fill-d"} {
+		b.only(r)
+	}
 }
