@@ -402,7 +402,7 @@ func (c *Client[TTx]) UpdateCampaign(ctx context.Context, id int64, spec Campaig
 	if err != nil {
 		return nil, err
 	}
-	return c.changeCampaign(ctx, id, "update", func(row *driver.Campaign) error {
+	return c.changeCampaign(ctx, id, "update", func(_ context.Context, _ driver.Executor, row *driver.Campaign) error {
 		if row.Status != driver.CampaignDraft {
 			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "update"}
 		}
@@ -474,7 +474,7 @@ func (c *Client[TTx]) ScheduleCampaign(ctx context.Context, id int64, at time.Ti
 	if at.IsZero() {
 		return nil, invalid("startAt", "must be a time")
 	}
-	return c.changeCampaign(ctx, id, "schedule", func(row *driver.Campaign) error {
+	return c.changeCampaign(ctx, id, "schedule", func(_ context.Context, _ driver.Executor, row *driver.Campaign) error {
 		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
 			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "schedule"}
 		}
@@ -489,27 +489,21 @@ func (c *Client[TTx]) ScheduleCampaign(ctx context.Context, id int64, at time.Ti
 // gets a *CampaignStateError (it found the campaign sending). The started
 // clients' campaign loops then write its deliveries.
 func (c *Client[TTx]) StartCampaign(ctx context.Context, id int64) (*Campaign, error) {
-	var row *driver.Campaign
-	enginetest.From(ctx).CampaignLocking(id)
-	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-		var err error
-		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
-			return err
-		}
+	out, err := c.changeCampaign(ctx, id, "start", func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
 		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
 			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "start"}
 		}
 		return c.startLocked(ctx, ex, row)
 	})
-	if err != nil {
-		return nil, c.campaignErr("start campaign", err)
+	if err == nil {
+		c.wakeCampaigns()
 	}
-	c.wakeCampaigns()
-	return campaignFromRow(row)
+	return out, err
 }
 
-// startLocked starts a campaign whose row the transaction holds: its
-// message, written with no delivery, and the campaign sending.
+// startLocked starts a campaign whose row the transaction holds: it
+// writes its message, with no delivery, and sets row sending (for the
+// caller to save).
 func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
 	spec, err := specFromRow(row)
 	if err != nil {
@@ -534,7 +528,7 @@ func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *d
 	}
 	row.Status, row.MessageID, row.StartedAt = driver.CampaignSending, msgID, &msg.CreatedAt
 	row.Tries, row.Cursor = 0, ""
-	return ex.CampaignSave(ctx, row, c.now())
+	return nil
 }
 
 // CancelCampaign cancels a campaign in any status: it stops its expansion
@@ -543,14 +537,12 @@ func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *d
 // starts; sends already handed to a provider may finish. Canceling a
 // canceled campaign changes nothing.
 func (c *Client[TTx]) CancelCampaign(ctx context.Context, id int64) (*Campaign, error) {
-	return c.changeCampaign(ctx, id, "cancel", func(row *driver.Campaign) error {
+	return c.changeCampaign(ctx, id, "cancel", func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
 		if row.Status == driver.CampaignCanceled {
 			return nil
 		}
 		row.Status = driver.CampaignCanceled
 		row.FinishedAt = c.nowOr(row.UpdatedAt)
-		return nil
-	}, func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
 		if row.MessageID == 0 {
 			return nil
 		}
@@ -562,7 +554,7 @@ func (c *Client[TTx]) CancelCampaign(ctx context.Context, id int64) (*Campaign, 
 // ResumeCampaign sends an interrupted campaign on from its cursor, with its
 // tries counted from 0.
 func (c *Client[TTx]) ResumeCampaign(ctx context.Context, id int64) (*Campaign, error) {
-	out, err := c.changeCampaign(ctx, id, "resume", func(row *driver.Campaign) error {
+	out, err := c.changeCampaign(ctx, id, "resume", func(_ context.Context, _ driver.Executor, row *driver.Campaign) error {
 		if row.Status != driver.CampaignInterrupted {
 			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "resume"}
 		}
@@ -651,10 +643,10 @@ func (c *Client[TTx]) Campaigns(ctx context.Context, q CampaignQuery) (CampaignL
 	return out, nil
 }
 
-// changeCampaign locks a campaign, lets change edit it (or refuse), saves
-// it, and runs then (in the same transaction) with what was saved.
-func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string, change func(*driver.Campaign) error,
-	then ...func(context.Context, driver.Executor, *driver.Campaign) error,
+// changeCampaign locks a campaign, lets change edit it (or refuse, or
+// write what goes with the change, in the same transaction), and saves it.
+func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string,
+	change func(context.Context, driver.Executor, *driver.Campaign) error,
 ) (*Campaign, error) {
 	var row *driver.Campaign
 	enginetest.From(ctx).CampaignLocking(id)
@@ -663,18 +655,10 @@ func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string, c
 		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
 			return err
 		}
-		if err := change(row); err != nil {
+		if err := change(ctx, ex, row); err != nil {
 			return err
 		}
-		if err := ex.CampaignSave(ctx, row, c.now()); err != nil {
-			return err
-		}
-		for _, f := range then {
-			if err := f(ctx, ex, row); err != nil {
-				return err
-			}
-		}
-		return nil
+		return ex.CampaignSave(ctx, row, c.now())
 	})
 	if err != nil {
 		return nil, c.campaignErr(op+" campaign", err)

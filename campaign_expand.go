@@ -75,7 +75,7 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 				return err
 			}
 			st.Started++
-			return nil
+			return ex.CampaignSave(ctx, row, c.now())
 		case driver.CampaignSending:
 			n, done, err := c.expandBatch(ctx, ex, row)
 			if err != nil {
