@@ -2,6 +2,7 @@ package oncepush
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -89,6 +90,85 @@ type CampaignSpec struct {
 	// RatePerMinute paces the campaign: its deliveries fall due at this
 	// rate from its start. 0: as fast as the workers go.
 	RatePerMinute int
+	// LocalTime, when set, sends each recipient's delivery at a date and
+	// wall-clock time in the recipient's time zone. Not with RatePerMinute.
+	LocalTime *LocalTime
+}
+
+// LocalTime is a wall-clock moment in each recipient's own time zone: the
+// zone of the most recently registered device the campaign reaches that
+// has one (Device.TimeZone), else DefaultZone. On a day the clocks spring
+// forward, a time in the gap is sent just after it; a time that occurs
+// twice is sent at its first occurrence. A zone whose moment has passed
+// when its delivery is written is sent at once.
+type LocalTime struct {
+	// Date is the calendar day, "2027-03-28".
+	Date string `json:"date"`
+	// Time is the wall-clock time, "09:00".
+	Time string `json:"time"`
+	// DefaultZone is the IANA zone of recipients whose devices have none;
+	// "" means UTC.
+	DefaultZone string `json:"defaultZone,omitempty"`
+}
+
+// localZoneSpan is how far apart the first and the last time zone's
+// reading of one wall-clock moment can be (UTC+14 to UTC-12).
+const localZoneSpan = 26 * time.Hour
+
+// instant is the moment in loc (Date and Time are checked). A wall-clock
+// time that occurs twice (clocks set back) is its first occurrence; one
+// that does not occur (clocks set forward) is read with the offset before
+// the change, which lands as far after the gap as it is into it (02:30 in
+// a gap from 02:00 to 03:00 is 03:30). time.Date promises neither.
+func (l *LocalTime) instant(loc *time.Location) time.Time {
+	d, _ := time.Parse(time.DateOnly, l.Date)
+	c, _ := time.Parse("15:04", l.Time)
+	wall := time.Date(d.Year(), d.Month(), d.Day(), c.Hour(), c.Minute(), 0, 0, time.UTC)
+	// The offsets in force a day either side: a change of offset on the
+	// day itself is between them.
+	_, before := wall.Add(-24 * time.Hour).In(loc).Zone()
+	_, after := wall.Add(24 * time.Hour).In(loc).Zone()
+	var first time.Time
+	for _, off := range []int{before, after} {
+		t := wall.Add(-time.Duration(off) * time.Second)
+		local := t.In(loc)
+		if local.Day() == wall.Day() && local.Hour() == wall.Hour() && local.Minute() == wall.Minute() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	if first.IsZero() { // in the gap
+		first = wall.Add(-time.Duration(before) * time.Second)
+	}
+	return first
+}
+
+// zone returns the location of name, or of the default when name is ""
+// or unknown.
+func (l *LocalTime) zone(name string) *time.Location {
+	for _, n := range []string{name, l.DefaultZone} {
+		if n == "" {
+			continue
+		}
+		if loc, err := time.LoadLocation(n); err == nil && n != "Local" {
+			return loc
+		}
+	}
+	return time.UTC
+}
+
+func (l *LocalTime) check() error {
+	if _, err := time.Parse(time.DateOnly, l.Date); err != nil {
+		return invalid("localTime.date", "%q is not a date such as 2027-03-28", l.Date)
+	}
+	if _, err := time.Parse("15:04", l.Time); err != nil {
+		return invalid("localTime.time", "%q is not a time of day such as 09:00", l.Time)
+	}
+	if l.DefaultZone != "" {
+		if _, err := time.LoadLocation(l.DefaultZone); err != nil || l.DefaultZone == "Local" {
+			return invalid("localTime.defaultZone", "%q is not an IANA time zone", l.DefaultZone)
+		}
+	}
+	return nil
 }
 
 // Campaign is a stored campaign.
@@ -207,6 +287,7 @@ type campaignContent struct {
 	Category  string          `json:"category,omitempty"`
 	Lifetime  time.Duration   `json:"lifetime,omitempty"`
 	Ambiguity AmbiguityPolicy `json:"ambiguity,omitempty"`
+	LocalTime *LocalTime      `json:"localTime,omitempty"`
 }
 
 // campaignParts is a checked spec as the driver stores it.
@@ -237,6 +318,17 @@ func (c *clientCore) checkCampaign(s *CampaignSpec) (*campaignParts, error) {
 	if s.RatePerMinute < 0 || s.RatePerMinute > MaxRatePerMinute {
 		return nil, invalid("ratePerMinute", "must be between 0 (no pacing) and %d", MaxRatePerMinute)
 	}
+	if s.LocalTime != nil {
+		if err := s.LocalTime.check(); err != nil {
+			return nil, err
+		}
+		if s.RatePerMinute != 0 {
+			return nil, invalid("localTime", "cannot be combined with ratePerMinute: each sets when the deliveries fall due")
+		}
+		if s.Lifetime > MaxLifetime-localZoneSpan {
+			return nil, invalid("lifetime", "with a local time, at most %s (the zones' readings of it span %s)", MaxLifetime-localZoneSpan, localZoneSpan)
+		}
+	}
 	f, err := c.checkFilter(s.Filter)
 	if err != nil {
 		return nil, err
@@ -245,6 +337,7 @@ func (c *clientCore) checkCampaign(s *CampaignSpec) (*campaignParts, error) {
 	content := campaignContent{
 		Type: s.Message.Type, Title: s.Message.Title, Body: s.Message.Body, Link: s.Message.Link,
 		Image: s.Message.Image, Category: s.Category, Lifetime: s.Lifetime, Ambiguity: s.Ambiguity,
+		LocalTime: s.LocalTime,
 	}
 	if s.Message.Data != nil {
 		if content.Data, err = json.Marshal(s.Message.Data); err != nil {
@@ -511,6 +604,17 @@ func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *d
 	}
 	p := &prepared{}
 	opts := spec.sendOptions()
+	if l := spec.LocalTime; l != nil {
+		// The message lives from the earliest reading of the moment (its
+		// zone the first to reach it) for the lifetime, plus the span to
+		// the last zone's reading.
+		earliest := l.instant(time.FixedZone("UTC+14", 14*3600))
+		if now := c.clockNow(); earliest.Before(now) {
+			earliest = now
+		}
+		opts.ScheduledAt = earliest
+		opts.Lifetime = cmp.Or(spec.Lifetime, c.cfg.MessageLifetime) + localZoneSpan
+	}
 	if err := c.prepareContent(p, &spec.Message, opts); err != nil {
 		// The content was checked when stored; a configuration changed
 		// since (a category no longer declared, say) refuses it now.
@@ -710,7 +814,7 @@ func specFromRow(r *driver.Campaign) (*CampaignSpec, error) {
 	}
 	s := &CampaignSpec{
 		Name: r.Name, Category: content.Category, Lifetime: content.Lifetime, Ambiguity: content.Ambiguity,
-		Audience: Audience(r.Audience), RatePerMinute: r.RatePerMinute,
+		Audience: Audience(r.Audience), RatePerMinute: r.RatePerMinute, LocalTime: content.LocalTime,
 		Message: Message{Type: content.Type, Title: content.Title, Body: content.Body, Link: content.Link, Image: content.Image},
 	}
 	if content.Data != nil {

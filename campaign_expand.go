@@ -181,13 +181,21 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 		return 0, false, fmt.Errorf("unknown audience %q", row.Audience)
 	}
 
-	targeted := c.targets(aud, recipients, devices, row)
+	spec, err := specFromRow(row)
+	if err != nil {
+		return 0, false, err
+	}
+	targeted, zones := c.targets(aud, recipients, devices, row)
 	key := campaignDedupKey(row.ID)
 	var dueAt []time.Time
 	var nids []string
 	for i, r := range targeted {
-		nids = append(nids, notificationIDFor(c.campaignType(row), r, key))
-		dueAt = append(dueAt, campaignDue(row, row.Written+int64(i)))
+		nids = append(nids, notificationIDFor(spec.Message.Type, r, key))
+		if l := spec.LocalTime; l != nil {
+			dueAt = append(dueAt, l.instant(l.zone(zones[r])))
+		} else {
+			dueAt = append(dueAt, campaignDue(row, row.Written+int64(i)))
+		}
 	}
 	written := 0
 	if len(targeted) > 0 {
@@ -222,11 +230,14 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 }
 
 // targets returns the recipients of the batch that get a delivery: those
-// with a device the campaign reaches. It counts in row the devices left
-// out for a malformed token, and those whose token key another device of
-// the batch already holds (one target per actual token).
-func (c *clientCore) targets(aud *audience, recipients []string, devices []*driver.Device, row *driver.Campaign) []string {
+// with a device the campaign reaches, and for each the time zone of the
+// most recently registered such device that has one. It counts in row the
+// devices left out for a malformed token, and those whose token key
+// another device of the batch already holds (one target per actual token).
+func (c *clientCore) targets(aud *audience, recipients []string, devices []*driver.Device, row *driver.Campaign) ([]string, map[string]string) {
 	reached := map[string]bool{}
+	zones := map[string]string{}
+	zoneAt := map[string]time.Time{}
 	tokens := map[pairKey]bool{}
 	for _, d := range devices {
 		if !aud.filter.matches(d) {
@@ -244,6 +255,9 @@ func (c *clientCore) targets(aud *audience, recipients []string, devices []*driv
 		}
 		tokens[k] = true
 		reached[d.Recipient] = true
+		if d.TimeZone != "" && !d.RegisteredAt.Before(zoneAt[d.Recipient]) {
+			zones[d.Recipient], zoneAt[d.Recipient] = d.TimeZone, d.RegisteredAt
+		}
 	}
 	var out []string
 	for _, r := range recipients {
@@ -251,20 +265,12 @@ func (c *clientCore) targets(aud *audience, recipients []string, devices []*driv
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, zones
 }
 
 // campaignDedupKey is the dedup key of a campaign's deliveries: one per
 // recipient and campaign, whoever writes it and however often.
 func campaignDedupKey(id int64) string { return fmt.Sprintf("campaign:%d", id) }
-
-func (c *clientCore) campaignType(row *driver.Campaign) string {
-	spec, err := specFromRow(row)
-	if err != nil {
-		return ""
-	}
-	return spec.Message.Type
-}
 
 // campaignDue is when the k-th delivery of a campaign falls due: at once
 // without pacing, else k·60/R seconds after its start (D82).

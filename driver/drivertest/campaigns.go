@@ -32,6 +32,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignCancelStopsSubmissions", testCampaignCancel[TTx]},
 		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
 		{"CampaignRecipientFillingABatch", testCampaignRecipientFillingABatch[TTx]},
+		{"CampaignAtLocalTime", testCampaignAtLocalTime[TTx]},
 	}
 }
 
@@ -643,5 +644,74 @@ func testCampaignRecipientFillingABatch[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	for _, r := range []string{"fill-a", "fill-b", "fill-c", "fill-d"} {
 		b.only(r)
+	}
+}
+
+// testCampaignAtLocalTime: "02:30 on 2026-03-08" in each recipient's zone —
+// the day New York springs forward at 02:00, so its 02:30 does not exist and
+// is sent just after the gap, at 03:30 EDT — lands at each zone's instant
+// and not before, on the test clock; a recipient whose devices give no zone
+// gets the default's; the most recently registered device's zone wins.
+func testCampaignAtLocalTime[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	b.clock.Set(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	reg := func(recipient, zone string) {
+		t.Helper()
+		if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: recipient, Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, recipient), TimeZone: zone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("lt-tokyo", "Asia/Tokyo")
+	reg("lt-berlin", "America/Los_Angeles") // moved since: the later registration's zone wins
+	b.clock.Advance(time.Second)
+	reg("lt-berlin", "Europe/Berlin")
+	reg("lt-ny", "America/New_York")
+	reg("lt-none", "")
+	want := map[string]time.Time{
+		"lt-tokyo":  time.Date(2026, 3, 7, 17, 30, 0, 0, time.UTC), // 02:30 JST
+		"lt-berlin": time.Date(2026, 3, 8, 1, 30, 0, 0, time.UTC),  // 02:30 CET
+		"lt-none":   time.Date(2026, 3, 8, 5, 30, 0, 0, time.UTC),  // 02:30 in São Paulo, UTC-3
+		"lt-ny":     time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC),  // 03:30 EDT: 02:30 is in the gap
+	}
+	spec := campaignSpec("local")
+	spec.LocalTime = &oncepush.LocalTime{Date: "2026-03-08", Time: "02:30", DefaultZone: "America/Sao_Paulo"}
+	c := b.createCampaign(spec)
+	b.upload(c.ID, 1, "lt-tokyo", "lt-berlin", "lt-ny", "lt-none")
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(b.client)
+	for _, r := range []string{"lt-tokyo", "lt-berlin", "lt-none", "lt-ny"} {
+		if d := b.only(r); !d.NextAttemptAt.Equal(want[r]) {
+			t.Errorf("%s falls due at %s, want %s", r, d.NextAttemptAt.UTC(), want[r])
+		}
+		b.clock.Set(want[r].Add(-time.Second))
+		b.drain()
+		if d := b.only(r); d.Status != oncepush.StatusPending {
+			t.Fatalf("%s: %s a second before its moment", r, d.Status)
+		}
+		b.clock.Set(want[r])
+		b.drain()
+		wantStatus(t, b.only(r), oncepush.StatusSent)
+	}
+	// Five devices, lt-berlin's two among them: each submitted once.
+	perDevice := map[oncepush.Token]int{}
+	for _, s := range b.fcm.Submissions() {
+		perDevice[s.Device.Token]++
+	}
+	if len(perDevice) != 5 || b.fcm.Count() != 5 {
+		t.Fatalf("%d submissions to %d devices, want 5 to 5", b.fcm.Count(), len(perDevice))
+	}
+
+	// Local time is a rule for the due time; so is pacing: not both.
+	spec.RatePerMinute = 60
+	if _, err := b.client.CreateCampaign(b.ctx, spec); err == nil || !strings.Contains(err.Error(), "localTime") {
+		t.Fatalf("local time with pacing: %v, want a refusal naming localTime", err)
+	}
+	spec.RatePerMinute = 0
+	spec.LocalTime = &oncepush.LocalTime{Date: "2026-02-30", Time: "09:00"}
+	var ve *oncepush.ValidationError
+	if _, err := b.client.CreateCampaign(b.ctx, spec); !errors.As(err, &ve) || ve.Field != "localTime.date" {
+		t.Fatalf("a date that does not exist: %v, want a ValidationError naming localTime.date", err)
 	}
 }

@@ -30,6 +30,14 @@ type campaignRequest struct {
 	Audience      string          `json:"audience" api:"required"`
 	Filter        deviceFilter    `json:"filter"`
 	RatePerMinute *json.Number    `json:"ratePerMinute,omitempty"`
+	LocalTime     *localTime      `json:"localTime,omitempty"`
+}
+
+// localTime is oncepush.LocalTime on the wire.
+type localTime struct {
+	Date        string `json:"date" api:"required"`
+	Time        string `json:"time" api:"required"`
+	DefaultZone string `json:"defaultZone,omitempty"`
 }
 
 // campaignMessage is what a campaign sends, as a notification's fields.
@@ -91,6 +99,9 @@ func (req *campaignRequest) spec() (oncepush.CampaignSpec, error) {
 		},
 		RatePerMinute: rate,
 	}
+	if l := req.LocalTime; l != nil {
+		spec.LocalTime = &oncepush.LocalTime{Date: l.Date, Time: l.Time, DefaultZone: l.DefaultZone}
+	}
 	for _, t := range req.Filter.Transports {
 		spec.Filter.Transports = append(spec.Filter.Transports, oncepush.Transport(t))
 	}
@@ -110,6 +121,7 @@ type campaignView struct {
 	Audience      string              `json:"audience"`
 	Filter        filterView          `json:"filter"`
 	RatePerMinute int                 `json:"ratePerMinute"`
+	LocalTime     *localTime          `json:"localTime"`
 	StartAt       *time.Time          `json:"startAt"`
 	// NotificationID is the campaign's message, once started: GET
 	// /v1/notifications/{id}/deliveries lists its deliveries.
@@ -178,6 +190,9 @@ func viewCampaign(c *oncepush.Campaign) (campaignView, error) {
 	}
 	for _, t := range c.Filter.Transports {
 		v.Filter.Transports = append(v.Filter.Transports, string(t))
+	}
+	if l := c.LocalTime; l != nil {
+		v.LocalTime = &localTime{Date: l.Date, Time: l.Time, DefaultZone: l.DefaultZone}
 	}
 	if c.Lifetime > 0 {
 		secs := int64(c.Lifetime / time.Second)

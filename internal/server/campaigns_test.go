@@ -295,6 +295,12 @@ func TestCampaignUpdateReplacesADraft(t *testing.T) {
 		if c.RatePerMinute != 600 || c.Ambiguity == nil || *c.Ambiguity != "at-most-once" {
 			t.Errorf("created %+v", c)
 		}
+		l := answerOf[server.CampaignView](e, "PUT", "/v1/campaigns/"+itoa(c.ID), sale(obj{
+			"localTime": obj{"date": "2027-03-28", "time": "09:00", "defaultZone": "Europe/Berlin"},
+		}))
+		if l.LocalTime == nil || l.LocalTime.Date != "2027-03-28" || l.LocalTime.Time != "09:00" || l.LocalTime.DefaultZone != "Europe/Berlin" {
+			t.Errorf("updated with a local time: %+v", l.LocalTime)
+		}
 	})
 }
 
@@ -426,6 +432,11 @@ func TestCampaignBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{"rate negative", "POST", create, sale(obj{"ratePerMinute": -1}), nil, 400, "invalid_field", "ratePerMinute"},
 			{"rate a fraction", "POST", create, sale(obj{"ratePerMinute": 1.5}), nil, 400, "invalid_field", "ratePerMinute"},
 			{"rate too high", "POST", create, sale(obj{"ratePerMinute": 1e12}), nil, 400, "invalid_field", "ratePerMinute"},
+			{"local time without a date", "POST", create, sale(obj{"localTime": obj{"time": "09:00"}}), nil, 400, "missing_field", "localTime.date"},
+			{"local date that is no day", "POST", create, sale(obj{"localTime": obj{"date": "2027-02-30", "time": "09:00"}}), nil, 400, "invalid_field", "localTime.date"},
+			{"local time of day", "POST", create, sale(obj{"localTime": obj{"date": "2027-03-28", "time": "9am"}}), nil, 400, "invalid_field", "localTime.time"},
+			{"local default zone", "POST", create, sale(obj{"localTime": obj{"date": "2027-03-28", "time": "09:00", "defaultZone": "Mars/Olympus"}}), nil, 400, "invalid_field", "localTime.defaultZone"},
+			{"local time and pacing", "POST", create, sale(obj{"ratePerMinute": 60, "localTime": obj{"date": "2027-03-28", "time": "09:00"}}), nil, 400, "invalid_field", "localTime"},
 			{"ttl zero", "POST", create, sale(obj{"ttlSeconds": 0}), nil, 400, "invalid_field", "ttlSeconds"},
 			{"ttl too long", "POST", create, sale(obj{"ttlSeconds": 2419201}), nil, 400, "invalid_field", "ttlSeconds"},
 			{"filter a list", "POST", create, sale(obj{"filter": []string{"beta"}}), nil, 400, "invalid_field", "filter"},
