@@ -200,7 +200,7 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 	written := 0
 	if len(targeted) > 0 {
 		if written, err = ex.DeliveryInsertMany(ctx, &driver.DeliveryInsertParams{
-			Now: c.now(), MessageID: row.MessageID, DedupKey: key, Recipients: targeted,
+			Now: c.now(), MessageID: row.MessageID, Campaign: true, DedupKey: key, Recipients: targeted,
 			NotificationIDs: nids, DueAt: dueAt,
 		}); err != nil {
 			return 0, false, err

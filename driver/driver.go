@@ -165,8 +165,10 @@ type Executor interface {
 	// rule's query, say) does not abort the surrounding transaction.
 	WithSavepoint(ctx context.Context, fn func() error) error
 
-	// DeliveryClaim leases up to Max due pending deliveries to LeaseID: oldest due
-	// first, skipping rows locked by others, moving each row's next_attempt_at to
+	// DeliveryClaim leases up to Max due pending deliveries to LeaseID: those
+	// not of the campaign lane first, then the campaign lane's (a delivery
+	// written with DeliveryInsertParams.Campaign), each oldest due first,
+	// skipping rows locked by others, moving each row's next_attempt_at to
 	// the lease's end. It returns the rows and the instant it used as "now".
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) (*DeliveryClaimResult, error)
 	// MessageGetMany returns the messages with these ids.
@@ -732,8 +734,11 @@ type CampaignPageParams struct {
 
 // DeliveryInsertParams writes deliveries of an existing message.
 type DeliveryInsertParams struct {
-	Now             *time.Time
-	MessageID       int64
+	Now       *time.Time
+	MessageID int64
+	// Campaign puts the deliveries in the campaign lane, which the claim
+	// takes from after the other (DeliveryClaim).
+	Campaign        bool
 	DedupKey        string
 	Recipients      []string
 	NotificationIDs []string

@@ -33,6 +33,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
 		{"CampaignRecipientFillingABatch", testCampaignRecipientFillingABatch[TTx]},
 		{"CampaignAtLocalTime", testCampaignAtLocalTime[TTx]},
+		{"TransactionalSendsFirst", testTransactionalSendsFirst[TTx]},
 	}
 }
 
@@ -714,4 +715,44 @@ func testCampaignAtLocalTime[TTx any](t *testing.T, h Harness[TTx]) {
 	if _, err := b.client.CreateCampaign(b.ctx, spec); !errors.As(err, &ve) || ve.Field != "localTime.date" {
 		t.Fatalf("a date that does not exist: %v, want a ValidationError naming localTime.date", err)
 	}
+}
+
+// testTransactionalSendsFirst: a send made while a campaign's deliveries
+// are all due — older than it — is claimed by the very next claim, not
+// after them; the campaign's deliveries then follow.
+func testTransactionalSendsFirst[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.BatchSize = 5; c.Workers = 1; c.PipelineDepth = 1 })
+	rs := b.recipientsNamed("lane-", 20)
+	b.register("urgent", oncepush.TransportFCM)
+	c := b.createCampaign(campaignSpec("sale"))
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(b.client)
+	b.clock.Advance(time.Minute) // the campaign's deliveries have waited a minute
+	b.send([]string{"urgent"}, msg("password reset"), nil)
+
+	// At the first claim's commit, the send is leased (due again at the
+	// lease's end), and four campaign deliveries with it.
+	var first sync.Once
+	var urgentLeased bool
+	var leased int
+	ctx := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnClaimCommitted: func(n, _ int) {
+		first.Do(func() {
+			leased = n
+			d := b.only("urgent")
+			urgentLeased = d.NextAttemptAt.After(b.clock.Now())
+		})
+	}})
+	if _, err := b.client.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !urgentLeased || leased != 5 {
+		t.Fatalf("the first claim took %d deliveries, the transactional send among them: %v; want 5 with it", leased, urgentLeased)
+	}
+	if subs := b.fcm.Submissions(); len(subs) != 21 {
+		t.Fatalf("%d submissions, want 21", len(subs))
+	}
+	wantStatus(t, b.only("urgent"), oncepush.StatusSent)
 }

@@ -714,7 +714,7 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 	var n int
 	err := e.db.QueryRow(ctx, q.Get("DeliveryInsertMany"), named{
 		"now": p.Now, "message_id": p.MessageID, "dedup_key": p.DedupKey, "recipients": p.Recipients,
-		"notification_ids": p.NotificationIDs, "due_at": p.DueAt,
+		"notification_ids": p.NotificationIDs, "due_at": p.DueAt, "campaign": p.Campaign,
 	}).Scan(&n)
 	return n, err
 }

@@ -315,6 +315,7 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 		n, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryInsertMany"),
 			sql.Named("now", now), sql.Named("message_id", id), sql.Named("deliveries", list),
 			sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
+			sql.Named("campaign", 0),
 		))
 		if err != nil || p.RequestHash == nil {
 			return err
@@ -1063,7 +1064,15 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 	}
 	return e.execCount(ctx, q.Get("DeliveryInsertMany"),
 		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
-		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", nil))
+		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", nil), sql.Named("campaign", lane(p.Campaign)))
+}
+
+// lane is a delivery's campaign column: 1 in the campaign lane (D87).
+func lane(campaign bool) int {
+	if campaign {
+		return 1
+	}
+	return 0
 }
 
 func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {

@@ -31,9 +31,9 @@ DELETE FROM oncepush_message WHERE id = @id;
 -- [[recipient, notification id, due µs], …] when each row falls due at its
 -- own time; tuples rather than lists, since joining json_each by key would
 -- compare every element with every other.
-INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at, campaign)
 SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''),
-       coalesce(u.value ->> 2, @scheduled_at, @now), @now
+       coalesce(u.value ->> 2, @scheduled_at, @now), @now, @campaign
 FROM json_each(@deliveries) AS u
 WHERE true
 ORDER BY u.key
@@ -50,11 +50,26 @@ ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
 -- below changes exactly the ids this statement returned. Two statements are
 -- needed only because SQLite's RETURNING sees the new row, never the old
 -- lease_id.
-SELECT id, coalesce(lease_id, 0)
-FROM oncepush_delivery
-WHERE status = 'pending'
-  AND next_attempt_at <= @now
-ORDER BY next_attempt_at, id
+-- The transactional lane first, then the campaign lane fills the rest of
+-- the batch (D87): each a seek into its own partial index.
+SELECT id, lease FROM (
+    SELECT id, lease, 0 AS lane, next_attempt_at AS due FROM (
+        SELECT id, coalesce(lease_id, 0) AS lease, next_attempt_at
+        FROM oncepush_delivery
+        WHERE status = 'pending' AND campaign = 0
+          AND next_attempt_at <= @now
+        ORDER BY next_attempt_at, id
+        LIMIT @max)
+    UNION ALL
+    SELECT id, lease, 1 AS lane, next_attempt_at AS due FROM (
+        SELECT id, coalesce(lease_id, 0) AS lease, next_attempt_at
+        FROM oncepush_delivery
+        WHERE status = 'pending' AND campaign = 1
+          AND next_attempt_at <= @now
+        ORDER BY next_attempt_at, id
+        LIMIT @max)
+)
+ORDER BY lane, due, id
 LIMIT @max;
 
 -- name: DeliveryClaim :many
@@ -328,20 +343,30 @@ WHERE id > @after_id AND id <= @last
   AND NOT EXISTS (SELECT 1 FROM oncepush_campaign c WHERE c.message_id = oncepush_message.id);
 
 -- name: DeliveryOverdue :one
-SELECT count(*), coalesce(min(next_attempt_at), 0)
-FROM oncepush_delivery
-WHERE status = 'pending'
-  AND next_attempt_at < @now - @age_us;
+-- Both lanes, each through its own due index.
+SELECT count(*), coalesce(min(next_attempt_at), 0) FROM (
+    SELECT next_attempt_at FROM oncepush_delivery
+    WHERE status = 'pending' AND campaign = 0 AND next_attempt_at < @now - @age_us
+    UNION ALL
+    SELECT next_attempt_at FROM oncepush_delivery
+    WHERE status = 'pending' AND campaign = 1 AND next_attempt_at < @now - @age_us);
 
 -- name: DeliveryDueStats :one
 -- The count stops at @max rows; the age of the oldest due delivery is in
 -- microseconds.
+-- Both lanes, each through its own due index.
 SELECT (SELECT count(*) FROM (
-            SELECT 1 FROM oncepush_delivery
-            WHERE status = 'pending' AND next_attempt_at <= @now
+            SELECT 1 FROM (SELECT 1 FROM oncepush_delivery
+                           WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now LIMIT @max)
+            UNION ALL
+            SELECT 1 FROM (SELECT 1 FROM oncepush_delivery
+                           WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now LIMIT @max)
             LIMIT @max)),
-       coalesce(@now - (SELECT min(next_attempt_at) FROM oncepush_delivery
-                        WHERE status = 'pending' AND next_attempt_at <= @now), 0);
+       coalesce(@now - min(
+            coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
+                      WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now), @now),
+            coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
+                      WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now), @now)), 0);
 
 -- name: DataVersion :one
 -- Changes whenever another connection commits to the file (Listen polls it).

@@ -58,3 +58,10 @@ ALTER TABLE oncepush_message ADD COLUMN audience jsonb;
 
 -- Tags set at registration: a sorted JSON array of strings.
 ALTER TABLE oncepush_device ADD COLUMN tags jsonb NOT NULL DEFAULT '[]';
+
+-- Campaign deliveries wait in a lane of their own (D87): the claim takes due
+-- rows of the first index before those of the second, each a seek.
+ALTER TABLE oncepush_delivery ADD COLUMN campaign boolean NOT NULL DEFAULT false;
+DROP INDEX oncepush_delivery_due;
+CREATE INDEX oncepush_delivery_due ON oncepush_delivery (next_attempt_at, id) WHERE status = 'pending' AND NOT campaign;
+CREATE INDEX oncepush_delivery_due_campaign ON oncepush_delivery (next_attempt_at, id) WHERE status = 'pending' AND campaign;

@@ -47,3 +47,9 @@ CREATE TABLE oncepush_campaign_page (
 ALTER TABLE oncepush_message ADD COLUMN audience TEXT CHECK (audience IS NULL OR json_valid(audience));
 
 ALTER TABLE oncepush_device ADD COLUMN tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags));
+
+-- Campaign deliveries wait in a lane of their own (D87).
+ALTER TABLE oncepush_delivery ADD COLUMN campaign INTEGER NOT NULL DEFAULT 0 CHECK (campaign IN (0, 1));
+DROP INDEX oncepush_delivery_due;
+CREATE INDEX oncepush_delivery_due ON oncepush_delivery (next_attempt_at, id) WHERE status = 'pending' AND campaign = 0;
+CREATE INDEX oncepush_delivery_due_campaign ON oncepush_delivery (next_attempt_at, id) WHERE status = 'pending' AND campaign = 1;
