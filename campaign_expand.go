@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/enginetest"
+	"github.com/oncepush/oncepush/internal/failpoint"
 )
 
 // The campaign loop: every started client looks for campaign work every
@@ -226,6 +227,9 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 			return 0, false, err
 		}
 	}
+	// Every statement of the batch has run; a crash here must leave
+	// neither its deliveries nor its cursor.
+	failpoint.Hit(failpoint.CampaignBatch)
 	return written, done, nil
 }
 

@@ -52,6 +52,9 @@ func TestBinary(t *testing.T) {
 			t.Run("Logs", func(t *testing.T) { t.Parallel(); testLogs(t, bin, db) })
 			t.Run("Cancel", func(t *testing.T) { t.Parallel(); testCancel(t, bin, db) })
 			t.Run("DirectSend", func(t *testing.T) { t.Parallel(); testDirectSend(t, bin, db) })
+			if db.name == "postgres" {
+				t.Run("CampaignTwoStarters", func(t *testing.T) { t.Parallel(); testCampaignTwoStarters(t, bin, db) })
+			}
 		})
 	}
 }

@@ -8,11 +8,18 @@
 //	claim-committed  a claim that leased deliveries has committed; nothing sent
 //	answered         every send of the batch has its answer; nothing recorded
 //	recorded         the batch's record has committed
+//	campaign-batch   a campaign expansion batch has run its statements (the
+//	                 deliveries written, the cursor moved) and not committed
+//
+// ONCEPUSH_FAILPOINT_AFTER=k lets the process pass the step k times and kills
+// it at the (k+1)th: a test that needs k campaign batches committed before
+// the one that dies sets it.
 package failpoint
 
-// Steps of the delivery path, in order.
+// Steps of the delivery path, in order, then of a campaign's expansion.
 const (
 	ClaimCommitted = "claim-committed"
 	Answered       = "answered"
 	Recorded       = "recorded"
+	CampaignBatch  = "campaign-batch"
 )
