@@ -51,6 +51,19 @@ func (b *bundle[TTx]) createCampaign(spec oncepush.CampaignSpec) *oncepush.Campa
 	return c
 }
 
+// startCampaign creates a campaign to the recipients, uploaded as page 1,
+// and starts it.
+func (b *bundle[TTx]) startCampaign(spec oncepush.CampaignSpec, recipients ...string) *oncepush.Campaign {
+	b.t.Helper()
+	c := b.createCampaign(spec)
+	b.upload(c.ID, 1, recipients...)
+	started, err := b.client.StartCampaign(b.ctx, c.ID)
+	if err != nil {
+		b.t.Fatalf("StartCampaign: %v", err)
+	}
+	return started
+}
+
 func (b *bundle[TTx]) upload(id int64, page int, recipients ...string) oncepush.CampaignPageAdded {
 	b.t.Helper()
 	res, err := b.client.AddCampaignRecipients(b.ctx, id, page, recipients)
@@ -378,11 +391,7 @@ func testCampaignScheduledStartsOnce[TTx any](t *testing.T, h Harness[TTx]) {
 func testCampaignResumesFromCursor[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 10 })
 	rs := b.recipientsNamed("resume-", 35)
-	c := b.createCampaign(campaignSpec("resume"))
-	b.upload(c.ID, 1, rs...)
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	c := b.startCampaign(campaignSpec("resume"), rs...)
 	injected := errors.New("injected: the expander dies after its batch's statements")
 	batches := 0
 	failThird := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
@@ -418,11 +427,7 @@ func testCampaignResumesFromCursor[TTx any](t *testing.T, h Harness[TTx]) {
 func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 4; c.CampaignMaxTries = 3 })
 	rs := b.recipientsNamed("intr-", 10)
-	c := b.createCampaign(campaignSpec("interrupted"))
-	b.upload(c.ID, 1, rs...)
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	c := b.startCampaign(campaignSpec("interrupted"), rs...)
 	poisoned := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(_ int64, _ int) error {
 		return errors.New("injected: this batch always fails")
 	}})
@@ -539,11 +544,7 @@ func testCampaignTokens[TTx any](t *testing.T, h Harness[TTx]) {
 func testCampaignCancel[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, func(c *oncepush.Config) { c.BatchSize = 5; c.ConcurrentSends = 2; c.PipelineDepth = 1 })
 	rs := b.recipientsNamed("cancel-", 30)
-	c := b.createCampaign(campaignSpec("cancel"))
-	b.upload(c.ID, 1, rs...)
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	c := b.startCampaign(campaignSpec("cancel"), rs...)
 	b.expand(b.client)
 	release := b.fcm.Hold()
 	defer release()
@@ -585,11 +586,7 @@ func testCampaignPacing[TTx any](t *testing.T, h Harness[TTx]) {
 	b.register("urgent", oncepush.TransportFCM)
 	spec := campaignSpec("paced")
 	spec.RatePerMinute = 60 // one a second
-	c := b.createCampaign(spec)
-	b.upload(c.ID, 1, rs...)
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.startCampaign(spec, rs...)
 	b.expand(b.client)
 	b.drain()
 	wantSends(t, b.fcm, 1, "at the start")
@@ -676,11 +673,7 @@ func testCampaignAtLocalTime[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	spec := campaignSpec("local")
 	spec.LocalTime = &oncepush.LocalTime{Date: "2026-03-08", Time: "02:30", DefaultZone: "America/Sao_Paulo"}
-	c := b.createCampaign(spec)
-	b.upload(c.ID, 1, "lt-tokyo", "lt-berlin", "lt-ny", "lt-none")
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.startCampaign(spec, "lt-tokyo", "lt-berlin", "lt-ny", "lt-none")
 	b.expand(b.client)
 	for _, r := range []string{"lt-tokyo", "lt-berlin", "lt-none", "lt-ny"} {
 		if d := b.only(r); !d.NextAttemptAt.Equal(want[r]) {
@@ -724,11 +717,7 @@ func testTransactionalSendsFirst[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, func(c *oncepush.Config) { c.BatchSize = 5; c.Workers = 1; c.PipelineDepth = 1 })
 	rs := b.recipientsNamed("lane-", 20)
 	b.register("urgent", oncepush.TransportFCM)
-	c := b.createCampaign(campaignSpec("sale"))
-	b.upload(c.ID, 1, rs...)
-	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
-		t.Fatal(err)
-	}
+	b.startCampaign(campaignSpec("sale"), rs...)
 	b.expand(b.client)
 	b.clock.Advance(time.Minute) // the campaign's deliveries have waited a minute
 	b.send([]string{"urgent"}, msg("password reset"), nil)
