@@ -66,10 +66,14 @@ type CampaignBenchResult struct {
 	// Filled by the parent: the child's peak RSS (KiB; -1 when the
 	// platform does not say), its CPU, and the machine's busy CPU over the
 	// child's life (all processes, from /proc/stat; 0 when unknown).
-	MaxRSSKiB                 int64
-	UserCPU, SysCPU, BusyCPU  time.Duration
-	ChildWall                 time.Duration
-	LoadBefore, LoadAfter     string
+	MaxRSSKiB                int64
+	UserCPU, SysCPU, BusyCPU time.Duration
+	ChildWall                time.Duration
+	LoadBefore, LoadAfter    string
+	// DatabaseCPU, StatementSamples: filled by a driver's sampler, when it
+	// has one (PostgreSQL: the CPU of the child's backends, and what its
+	// sessions were doing, sampled).
+	DatabaseCPU               time.Duration
 	StatementSamples          map[string]int `json:",omitempty"`
 	StatementSamplesTotal     int            `json:",omitempty"`
 	StatementSamplesNotActive int            `json:",omitempty"`
@@ -113,7 +117,8 @@ func (r *CampaignBenchResult) Report(tb testing.TB) {
 			top = append(top, kv{k, n})
 		}
 		slices.SortFunc(top, func(a, b kv) int { return cmp.Compare(b.n, a.n) })
-		tb.Logf("database sessions sampled %d times: %d idle or idle in transaction; active:", r.StatementSamplesTotal, r.StatementSamplesNotActive)
+		tb.Logf("database backends' CPU %s; sessions sampled %d times, %d idle or idle in transaction; by share of samples:",
+			r.DatabaseCPU.Round(time.Millisecond), r.StatementSamplesTotal, r.StatementSamplesNotActive)
 		for _, e := range top[:min(len(top), 12)] {
 			tb.Logf("  %5.1f %%  %s", 100*float64(e.n)/float64(r.StatementSamplesTotal), e.k)
 		}
@@ -168,6 +173,7 @@ func RunCampaignChild(tb testing.TB, child, db string, devices, batchSize int, s
 		tb.Fatal(err)
 	}
 	r.StatementSamples, r.StatementSamplesTotal, r.StatementSamplesNotActive = parent.StatementSamples, parent.StatementSamplesTotal, parent.StatementSamplesNotActive
+	r.DatabaseCPU = parent.DatabaseCPU
 	r.LoadBefore, r.LoadAfter = parent.LoadBefore, loadAverage()
 	r.ChildWall = wall
 	r.MaxRSSKiB = maxRSSKiB(cmd.ProcessState)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,11 +179,18 @@ func BenchmarkCampaign(b *testing.B) {
 
 // sampleSessions counts, every 20 ms until ctx ends, what each of the
 // child's database sessions is doing: the statement of an active one, or
-// its state.
+// its state; and keeps the CPU time of each session's backend process
+// (/proc/<pid>/stat, read while the session lives).
 func sampleSessions(ctx context.Context, pool interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, r *drivertest.CampaignBenchResult) {
 	r.StatementSamples = map[string]int{}
+	cpu := map[int]time.Duration{}
+	defer func() {
+		for _, d := range cpu {
+			r.DatabaseCPU += d
+		}
+	}()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -190,14 +199,19 @@ func sampleSessions(ctx context.Context, pool interface {
 			return
 		case <-tick.C:
 		}
-		rows, err := pool.Query(ctx, `SELECT state, query FROM pg_stat_activity WHERE application_name = $1`, campaignApp)
+		rows, err := pool.Query(ctx, `SELECT pid, state, query FROM pg_stat_activity
+			WHERE application_name = $1 AND pid <> pg_backend_pid()`, campaignApp)
 		if err != nil {
 			return
 		}
 		for rows.Next() {
+			var pid int
 			var state, query string
-			if rows.Scan(&state, &query) != nil {
+			if rows.Scan(&pid, &state, &query) != nil {
 				continue
+			}
+			if d := processCPU(pid); d > cpu[pid] {
+				cpu[pid] = d
 			}
 			r.StatementSamplesTotal++
 			if state != "active" {
@@ -206,8 +220,29 @@ func sampleSessions(ctx context.Context, pool interface {
 				continue
 			}
 			q := strings.Join(strings.Fields(query), " ")
-			r.StatementSamples[q[:min(len(q), 110)]]++
+			r.StatementSamples[q[:min(len(q), 140)]]++
 		}
 		rows.Close()
 	}
+}
+
+// processCPU is a process's user + system time (Linux; 0 elsewhere or when
+// it cannot be read).
+func processCPU(pid int) time.Duration {
+	doc, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command is in parentheses and may hold spaces: count fields after it.
+	_, rest, ok := strings.Cut(string(doc), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
 }
