@@ -3,7 +3,9 @@
 // touch data they did not create; a test's schema is dropped when it ends.
 //
 // ONCEPUSH_TEST_DATABASE_URL overrides the server to use (default
-// postgres://postgres@127.0.0.1:5432/postgres). ONCEPUSH_TEST_POSTGRES=skip skips
+// postgres://postgres@127.0.0.1:5432/postgres), ONCEPUSH_TEST_DATABASE the
+// database's name (default oncepush_test; a long benchmark run in a database
+// of its own, which its runner drops after). ONCEPUSH_TEST_POSTGRES=skip skips
 // the PostgreSQL suite, with a message saying so; otherwise an unreachable
 // server fails the test, never skips it.
 package testdb
@@ -68,13 +70,17 @@ func ensureDatabase() (string, error) {
 		return "", fmt.Errorf("connect to %s: %w", u.Redacted(), err)
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+DatabaseName)
+	name := DatabaseName
+	if n := os.Getenv("ONCEPUSH_TEST_DATABASE"); n != "" {
+		name = n
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr *pgconn.PgError
 	// Test packages run in parallel processes: another may have created it.
 	if err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505")) {
-		return "", fmt.Errorf("create database %s: %w", DatabaseName, err)
+		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	u.Path = "/" + DatabaseName
+	u.Path = "/" + name
 	return u.String(), nil
 }
 
