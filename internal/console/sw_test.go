@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/serviceworker"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 
 	"github.com/oncepush/oncepush"
@@ -79,13 +80,33 @@ type versionStatus struct {
 	running      serviceworker.VersionRunningStatus
 }
 
-// registerWorker opens a page of the server, grants it notifications, and
-// registers /web/sw.js as a module service worker.
+// openFresh opens a page of the server, with nothing left in the browser
+// from an earlier test at the same origin. The package's tests share one
+// browser profile, and an origin is 127.0.0.1 and the port the kernel gave
+// the test's server: a later test can get a port an earlier one had, and
+// then its page finds that test's service worker and seen-set, which holds
+// this test's ids (they are derived from the dedup keys, so they are the
+// same in every run), and the first push is, rightly, not shown.
+func openFresh(t *testing.T, ctx context.Context, e *env) {
+	t.Helper()
+	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
+	if _, err := chromedp.Call(ctx, storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: e.url, StorageTypes: "all"}); err != nil {
+		t.Fatal(err)
+	}
+	left := run(t, ctx, chromedp.Evaluate[[]string](`Promise.all([navigator.serviceWorker.getRegistrations(), indexedDB.databases()]).then(([regs, dbs]) =>
+		[...regs.map(r => "service worker " + r.scope), ...dbs.map(d => "IndexedDB " + d.name)])`, chromedp.EvalAwaitPromise))
+	if len(left) != 0 {
+		t.Fatalf("the origin %s still holds %v after its data was cleared", e.url, left)
+	}
+}
+
+// registerWorker opens a fresh page of the server, grants it notifications,
+// and registers /web/sw.js as a module service worker.
 func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	t.Helper()
 	w := &worker{t: t, ctx: ctx, origin: e.url, status: map[string]versionStatus{}, changed: make(chan struct{})}
 	registrations := chromedp.Events(ctx, serviceworker.WorkerRegistrationUpdated)
-	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
+	openFresh(t, ctx, e)
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if ev, ok := ev.(*serviceworker.EventWorkerErrorReported); ok {
 			w.mu.Lock()
@@ -297,7 +318,7 @@ func TestSeenSetIsBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := tab(t)
-	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
+	openFresh(t, ctx, e)
 	got := run(t, ctx, chromedp.Evaluate[string](`(async () => {
 		const m = await import("/web/oncepush-sw.js");
 		for (let i = 0; i < m.SEEN_MAX + 5; i++) {
