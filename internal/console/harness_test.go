@@ -255,11 +255,20 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return run(t, ctx, chromedp.Text(chromedp.CSS(sel)))
 }
 
-// until waits for a JavaScript predicate to hold, polling it (the test's
-// deadline bounds the wait) and returns its value.
+// waitLimit bounds every wait for the browser: far beyond what a loaded
+// machine needs, it turns a lost event into a failure that says what was
+// awaited instead of a hang until the package's timeout.
+const waitLimit = 2 * time.Minute
+
+// until waits for a JavaScript predicate to hold, polling it, and returns
+// its value; it fails the test naming the predicate after waitLimit.
 func until[T any](t *testing.T, ctx context.Context, predicate string) T {
 	t.Helper()
-	return run(t, ctx, chromedp.Poll[T](predicate, chromedp.WithPollingTimeout(0), chromedp.WithPollingInterval(10*time.Millisecond)))
+	v, err := chromedp.Run(ctx, chromedp.Poll[T](predicate, chromedp.WithPollingTimeout(waitLimit), chromedp.WithPollingInterval(10*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", predicate, err)
+	}
+	return v
 }
 
 // screenshot writes the tab's viewport as docs/console-<name>.png (or into
