@@ -446,6 +446,12 @@ func (a *audience) reaches(t *transportTable, d *driver.Device) (key string, ok 
 	if !a.filter.matches(d) {
 		return "", false
 	}
+	return wellFormed(t, d)
+}
+
+// wellFormed returns the canonical key of the device's token, or false
+// when its transport's rules refuse the token.
+func wellFormed(t *transportTable, d *driver.Device) (key string, ok bool) {
 	if t == nil { // a plan's test rules: tokens taken as stored
 		return d.TokenKey, true
 	}

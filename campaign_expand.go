@@ -63,6 +63,8 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 		return true, nil
 	}
 	enginetest.From(ctx).CampaignLocking(try.ID)
+	var written int
+	var started, completed bool
 	err = c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
 		row, err := c.lockCampaign(ctx, ex, try.ID)
 		if err != nil {
@@ -75,18 +77,11 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 			if err := c.startLocked(ctx, ex, row); err != nil {
 				return err
 			}
-			st.Started++
+			started = true
 			return ex.CampaignSave(ctx, row, c.now())
 		case driver.CampaignSending:
-			n, done, err := c.expandBatch(ctx, ex, row)
-			if err != nil {
-				return err
-			}
-			st.Written += n
-			if done {
-				st.Completed++
-			}
-			return nil
+			written, completed, err = c.expandBatch(ctx, ex, row)
+			return err
 		default:
 			return nil // canceled, completed or interrupted since the try
 		}
@@ -95,7 +90,18 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 		c.campaignFailed(ctx, try.ID, try.Tries, err)
 		return true, fmt.Errorf("oncepush: campaign %d: %w", try.ID, err)
 	}
-	c.Wake()
+	// Counted once committed; the batch's own wake-up reached other
+	// processes' workers, this one reaches ours (SQLite has no other).
+	st.Written += written
+	if started {
+		st.Started++
+	}
+	if completed {
+		st.Completed++
+	}
+	if written > 0 {
+		c.Wake()
+	}
 	return true, nil
 }
 
@@ -247,7 +253,7 @@ func (c *clientCore) targets(aud *audience, recipients []string, devices []*driv
 		if !aud.filter.matches(d) {
 			continue
 		}
-		key, ok := aud.reaches(c.transports, d)
+		key, ok := wellFormed(c.transports, d)
 		if !ok {
 			row.InvalidTokens++
 			continue

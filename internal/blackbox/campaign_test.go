@@ -1,11 +1,10 @@
 package blackbox
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -80,7 +79,7 @@ func registerMany(t *testing.T, api *apiServer, recipients []string, tokens map[
 		wg.Go(func() {
 			for r := range work {
 				body := map[string]string{"transport": string(oncepush.TransportFCM), "token": tokens[r]}
-				status, b, err := request(api.key, http.MethodPut, api.url+"/v1/recipients/"+url.PathEscape(r)+"/devices", body)
+				status, b, err := request(context.Background(), http.DefaultClient, http.MethodPut, api.url+"/v1/recipients/"+url.PathEscape(r)+"/devices", api.key, body)
 				if err == nil && status != http.StatusOK {
 					err = fmt.Errorf("register %s: %d: %s", r, status, b)
 				}
@@ -102,34 +101,6 @@ func registerMany(t *testing.T, api *apiServer, recipients []string, tokens map[
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// request is doJSON for goroutines other than the test's: it returns its
-// error instead of failing the test.
-func request(key, method, u string, body any) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, u, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
 
 // campaign reads a campaign with its totals.
@@ -250,7 +221,7 @@ func testCampaignTwoStarters(t *testing.T, bin string, db database) {
 		for i, s := range []*apiServer{a, b} {
 			wg.Go(func() {
 				<-gate
-				status, body, err := request(s.key, http.MethodPost, s.url+path, nil)
+				status, body, err := request(context.Background(), http.DefaultClient, http.MethodPost, s.url+path, s.key, nil)
 				answers[i] = answer{status, body, err}
 			})
 		}

@@ -2,6 +2,7 @@ package blackbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -362,17 +363,27 @@ type (
 // bearer key (when key is not empty).
 func doJSON(t *testing.T, c *http.Client, method, u, key string, body any) (int, []byte) {
 	t.Helper()
+	status, b, err := request(t.Context(), c, method, u, key, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	return status, b
+}
+
+// request is doJSON for goroutines other than the test's: it returns its
+// error instead of failing the test.
+func request(ctx context.Context, c *http.Client, method, u, key string, body any) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			t.Fatal(err)
+			return 0, nil, err
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, u, r)
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -382,14 +393,14 @@ func doJSON(t *testing.T, c *http.Client, method, u, key string, body any) (int,
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read the answer: %v", method, u, err)
+		return 0, nil, fmt.Errorf("read the answer: %w", err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, b, nil
 }
 
 // eventually polls cond until it holds, failing the test after waitTimeout.
