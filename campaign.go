@@ -202,8 +202,10 @@ type Campaign struct {
 	Totals *CampaignTotals
 }
 
-// CampaignTotals count a campaign's deliveries and device attempts, read
-// from the ledger's rows.
+// CampaignTotals count a campaign's deliveries and device attempts, as the
+// database tallies them with the ledger's rows. They count what happened:
+// deliveries that retention or a recipient's deletion removed after they
+// finished are still counted; a pending one removed leaves Queued.
 type CampaignTotals struct {
 	// Deliveries by status: queued (pending), sent, failed, skipped,
 	// expired, ambiguous, no devices, canceled.
@@ -678,8 +680,9 @@ func (c *Client[TTx]) ResumeCampaign(ctx context.Context, id int64) (*Campaign, 
 }
 
 // Campaign returns a campaign with its totals, or ErrNotFound. The totals
-// are counted from the campaign's delivery and device-attempt rows (two
-// index scans of its message's deliveries).
+// are the tally the database keeps with the campaign's delivery and
+// device-attempt rows, in the transactions that change them (D95): a few
+// rows read, however large the campaign.
 func (c *Client[TTx]) Campaign(ctx context.Context, id int64) (*Campaign, error) {
 	ex := c.driver.Exec()
 	row, err := ex.CampaignGet(ctx, id)
@@ -694,26 +697,27 @@ func (c *Client[TTx]) Campaign(ctx context.Context, id int64) (*Campaign, error)
 	if row.MessageID == 0 {
 		return out, nil
 	}
-	byStatus, err := ex.DeliveryCountByStatus(ctx, row.MessageID)
+	tally, err := ex.CampaignTally(ctx, row.MessageID)
 	if err != nil {
-		return nil, fmt.Errorf("oncepush: count campaign deliveries: %w", err)
+		return nil, fmt.Errorf("oncepush: read campaign totals: %w", err)
 	}
-	byState, err := ex.DeviceAttemptCountByState(ctx, row.MessageID)
-	if err != nil {
-		return nil, fmt.Errorf("oncepush: count campaign attempts: %w", err)
-	}
-	ambiguous, err := ex.DeviceAttemptAmbiguousCount(ctx, row.MessageID)
-	if err != nil {
-		return nil, fmt.Errorf("oncepush: count campaign attempts: %w", err)
-	}
-	t := out.Totals
-	t.Queued, t.Sent, t.Failed = byStatus[driver.StatusPending], byStatus[driver.StatusSent], byStatus[driver.StatusFailed]
-	t.Skipped, t.Expired, t.Ambiguous = byStatus[driver.StatusSkipped], byStatus[driver.StatusExpired], byStatus[driver.StatusAmbiguous]
-	t.NoDevices, t.Canceled = byStatus[driver.StatusNoDevices], byStatus[driver.StatusCanceled]
-	t.Accepted, t.InvalidTokens, t.Rejected = byState[driver.AttemptAccepted], byState[driver.AttemptInvalid], byState[driver.AttemptRejected]
-	t.AmbiguousAttempts = ambiguous
+	out.Totals = totalsFromTally(tally)
 	return out, nil
 }
+
+// totalsFromTally reads CampaignTally's states.
+func totalsFromTally(n map[string]int) *CampaignTotals {
+	return &CampaignTotals{
+		Queued: n[driver.StatusPending], Sent: n[driver.StatusSent], Failed: n[driver.StatusFailed],
+		Skipped: n[driver.StatusSkipped], Expired: n[driver.StatusExpired], Ambiguous: n[driver.StatusAmbiguous],
+		NoDevices: n[driver.StatusNoDevices], Canceled: n[driver.StatusCanceled],
+		Accepted: n[tallyAttempt+driver.AttemptAccepted], InvalidTokens: n[tallyAttempt+driver.AttemptInvalid],
+		Rejected: n[tallyAttempt+driver.AttemptRejected], AmbiguousAttempts: n[tallyAttempt+driver.AttemptAmbiguous],
+	}
+}
+
+// tallyAttempt prefixes the tally's attempt states (migration 7).
+const tallyAttempt = "attempt:"
 
 // Campaigns returns a page of campaigns, newest first, without totals.
 func (c *Client[TTx]) Campaigns(ctx context.Context, q CampaignQuery) (CampaignList, error) {

@@ -18,6 +18,9 @@ const (
 	// batches of messages per round and goes on from there the next round.
 	cleanupSweepBatches = 10
 	cleanupLock         = "cleanup"
+	// sendWindowRetention: the per-transport ceiling's windows are kept this
+	// long (D96), for an operator looking at what the campaigns took.
+	sendWindowRetention = time.Hour
 )
 
 // CleanupStats says what a cleanup round did.
@@ -40,7 +43,8 @@ type CleanupStats struct {
 // requests they were the last to hold, in bounded batches; sweeps part of the
 // messages for orphans left otherwise; forgets revoked sessions past
 // retention; and reports (and logs) pending work overdue by more than a
-// lease. Every statement reads through indexes: a batch costs the same however
+// lease; folds the campaign totals' deltas and forgets the ceiling's past
+// windows. Every statement reads through indexes: a batch costs the same however
 // many messages and deliveries are retained. Started clients run it every
 // CleanupInterval.
 func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
@@ -65,6 +69,12 @@ func (c *Client[TTx]) Cleanup(ctx context.Context) (*CleanupStats, error) {
 	}
 	if err := c.sweepOrphans(ctx, ex, st); err != nil {
 		return st, fmt.Errorf("oncepush: cleanup messages: %w", err)
+	}
+	if _, err := ex.CampaignTallyCompact(ctx, 2); err != nil {
+		return st, fmt.Errorf("oncepush: cleanup campaign totals: %w", err)
+	}
+	if _, err := ex.SendWindowDeleteBefore(ctx, c.clockNow().Add(-sendWindowRetention)); err != nil {
+		return st, fmt.Errorf("oncepush: cleanup send windows: %w", err)
 	}
 	st.Overdue, st.OldestDue, err = ex.DeliveryOverdue(ctx, &driver.CleanupParams{Now: c.now(), Age: c.cfg.Lease})
 	if err != nil {

@@ -337,6 +337,25 @@ type Executor interface {
 	// DeviceAttemptCountByState counts a message's device attempts by
 	// state.
 	DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error)
+	// CampaignTally returns a campaign message's totals as the database
+	// keeps them with the rows (migration 7, D95): counts by delivery status,
+	// and by "attempt:accepted", "attempt:invalid", "attempt:rejected" and
+	// "attempt:ambiguous" (an attempt whose answer was lost at least once).
+	// States with no count may be absent.
+	CampaignTally(ctx context.Context, messageID int64) (map[string]int, error)
+	// CampaignTallyCompact folds the tally's rows of messages that have at
+	// least minRows of them into one row per state, and returns how many
+	// messages it folded. A driver that keeps one row per state already
+	// returns 0.
+	CampaignTallyCompact(ctx context.Context, minRows int) (int, error)
+	// SendWindowTake takes from the current window of each transport's
+	// ceiling (D96): for each i, at most Asked[i] of what is left of
+	// Allowance[i] in the window of Transports[i] starting at Start, and
+	// returns what it granted per transport. The rows stay locked until the
+	// transaction ends.
+	SendWindowTake(ctx context.Context, p *SendWindowParams) (map[string]int, error)
+	// SendWindowDeleteBefore deletes windows that started before t.
+	SendWindowDeleteBefore(ctx context.Context, t time.Time) (int, error)
 
 	// --- recorded requests (SendOptions.RequestHash; migration 2)
 	//
@@ -447,6 +466,9 @@ type ClaimedDelivery struct {
 	Recipient      string
 	NotificationID string
 	Attempts       int
+	// Campaign: the delivery is in the campaign lane (written by a
+	// campaign's expansion).
+	Campaign bool
 	// PrevLeaseID is the lease the row carried before this claim: non-zero means a
 	// run leased it and never recorded, and its lease has expired.
 	PrevLeaseID int64
@@ -743,6 +765,15 @@ type DeliveryInsertParams struct {
 	Recipients      []string
 	NotificationIDs []string
 	DueAt           []time.Time
+}
+
+// SendWindowParams asks a window of the per-transport ceiling for sends.
+// Transports are distinct and sorted (the rows are locked in that order).
+type SendWindowParams struct {
+	Start      time.Time
+	Transports []string
+	Asked      []int
+	Allowance  []int
 }
 
 // LockParams names a lock and its holder.

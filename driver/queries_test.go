@@ -32,6 +32,7 @@ var querySets = map[string]string{
 var dialectOnly = map[string]map[string]string{
 	"postgres": {
 		"IdempotencyLockMany":   "row locks before a delete under READ COMMITTED; SQLite has one writer",
+		"CampaignTallyCompact":  "folds the delta rows concurrent writers append (D95); SQLite's triggers keep one row per state",
 		"MessageLockMany":       "as IdempotencyLockMany",
 		"MessageCancelInFlight": "a statement after the cancel's, to see marks committed while it waited for their locks; SQLite counts first (MessageCancelCount)",
 		"MigrationLock":         "advisory lock serialising migrators; SQLite's writer lock does it",

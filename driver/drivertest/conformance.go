@@ -143,6 +143,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
 	})
 	runParallel(t, h, campaignTests[TTx]())
+	runParallel(t, h, campaignTotalsTests[TTx]())
 }
 
 // epoch is where every test clock starts.

@@ -187,7 +187,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 	res := &driver.DeliveryClaimResult{}
 	for rows.Next() {
 		c := &driver.ClaimedDelivery{}
-		if err := rows.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.PrevLeaseID, &res.Now); err != nil {
+		if err := rows.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.Campaign, &c.PrevLeaseID, &res.Now); err != nil {
 			return nil, err
 		}
 		res.Rows = append(res.Rows, c)
@@ -721,4 +721,25 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 
 func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {
 	return queryMap[string, int](ctx, e.db, q.Get("DeviceAttemptCountByState"), named{"message_id": messageID})
+}
+
+func (e *executor) CampaignTally(ctx context.Context, messageID int64) (map[string]int, error) {
+	return queryMap[string, int](ctx, e.db, q.Get("CampaignTally"), named{"message_id": messageID})
+}
+
+func (e *executor) CampaignTallyCompact(ctx context.Context, minRows int) (int, error) {
+	var n int
+	err := e.db.QueryRow(ctx, q.Get("CampaignTallyCompact"), named{"min_rows": minRows}).Scan(&n)
+	return n, err
+}
+
+func (e *executor) SendWindowTake(ctx context.Context, p *driver.SendWindowParams) (map[string]int, error) {
+	return queryMap[string, int](ctx, e.db, q.Get("SendWindowTake"), named{
+		"start": p.Start, "transports": p.Transports, "asked": p.Asked, "allowance": p.Allowance,
+	})
+}
+
+func (e *executor) SendWindowDeleteBefore(ctx context.Context, t time.Time) (int, error) {
+	tag, err := e.db.Exec(ctx, q.Get("SendWindowDeleteBefore"), named{"before": t})
+	return int(tag.RowsAffected()), err
 }

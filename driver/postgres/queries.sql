@@ -75,7 +75,7 @@ SET lease_id        = @lease_id,
     next_attempt_at = n.now + @lease_us::bigint * interval '1 microsecond'
 FROM due, n
 WHERE d.id = due.id
-RETURNING d.id, d.message_id, d.recipient, d.notification_id, d.attempts,
+RETURNING d.id, d.message_id, d.recipient, d.notification_id, d.attempts, d.campaign,
           coalesce(due.prev_lease_id, 0), n.now;
 
 -- name: MessageGetMany :many
@@ -641,3 +641,43 @@ FROM oncepush_delivery d
 JOIN oncepush_device_attempt a ON a.delivery_id = d.id
 WHERE d.message_id = @message_id
 GROUP BY a.state;
+
+-- name: CampaignTally :many
+-- The message's deltas summed (D95): an index range, a few rows per state
+-- once CampaignTallyCompact has folded them.
+SELECT state, sum(n)::bigint FROM oncepush_campaign_tally WHERE message_id = @message_id GROUP BY state;
+
+-- name: CampaignTallyCompact :one
+-- Folds the deltas of messages with at least @min_rows rows into one row per
+-- state, in one statement: the DELETE removes the rows its snapshot sees and
+-- the INSERT writes their sums, so a reader sees either set, never neither;
+-- deltas committed meanwhile are not in the snapshot and stay.
+WITH busy AS (
+    SELECT message_id FROM oncepush_campaign_tally GROUP BY message_id HAVING count(*) >= @min_rows
+), gone AS (
+    DELETE FROM oncepush_campaign_tally t USING busy
+    WHERE t.message_id = busy.message_id
+    RETURNING t.message_id, t.state, t.n
+), folded AS (
+    INSERT INTO oncepush_campaign_tally (message_id, state, n)
+    SELECT message_id, state, sum(n) FROM gone GROUP BY message_id, state
+    RETURNING message_id
+)
+SELECT count(DISTINCT message_id)::integer FROM folded;
+
+-- name: SendWindowTake :many
+-- Grants least(asked, allowance - used) per transport and adds it to used
+-- (D96). The SET clauses all read the row as it was, so granted is this
+-- claim's grant. Sorted transports lock their rows in one order.
+INSERT INTO oncepush_send_window AS w (transport, window_start, allowance, used, granted)
+SELECT u.transport, @start, u.allowance, least(u.asked, u.allowance), least(u.asked, u.allowance)
+FROM unnest(@transports::text[], @asked::integer[], @allowance::integer[]) AS u (transport, asked, allowance)
+ORDER BY u.transport
+ON CONFLICT (transport, window_start) DO UPDATE
+SET granted   = greatest(0, least(excluded.granted, excluded.allowance - w.used)),
+    used      = w.used + greatest(0, least(excluded.granted, excluded.allowance - w.used)),
+    allowance = excluded.allowance
+RETURNING w.transport, w.granted;
+
+-- name: SendWindowDeleteBefore :execrows
+DELETE FROM oncepush_send_window WHERE window_start < @before;

@@ -420,7 +420,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 		}
 		claimed, err := query(ctx, db, func(r scanner) (*driver.ClaimedDelivery, error) {
 			c := &driver.ClaimedDelivery{}
-			err := r.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts)
+			err := r.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.Campaign)
 			return c, err
 		}, q.Get("DeliveryClaim"), sql.Named("now", now), sql.Named("lease_id", p.LeaseID),
 			sql.Named("lease_us", durMicros(p.Lease)), sql.Named("ids", idList))
@@ -1077,4 +1077,38 @@ func lane(campaign bool) int {
 
 func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {
 	return queryMap[string, int](ctx, e.conn(), q.Get("DeviceAttemptCountByState"), sql.Named("message_id", messageID))
+}
+
+func (e *executor) CampaignTally(ctx context.Context, messageID int64) (map[string]int, error) {
+	return queryMap[string, int](ctx, e.conn(), q.Get("CampaignTally"), sql.Named("message_id", messageID))
+}
+
+// CampaignTallyCompact has nothing to fold: the triggers keep one row per
+// state (migration 7).
+func (e *executor) CampaignTallyCompact(context.Context, int) (int, error) { return 0, nil }
+
+// windowAsk is one element of SendWindowTake's @asks.
+type windowAsk struct {
+	Transport string `json:"transport"`
+	Asked     int    `json:"asked"`
+	Allowance int    `json:"allowance"`
+}
+
+func (e *executor) SendWindowTake(ctx context.Context, p *driver.SendWindowParams) (map[string]int, error) {
+	asks := make([]windowAsk, len(p.Transports))
+	for i, t := range p.Transports {
+		asks[i] = windowAsk{Transport: t, Asked: p.Asked[i], Allowance: p.Allowance[i]}
+	}
+	list, err := jsonList(asks)
+	if err != nil {
+		return nil, err
+	}
+	return written(ctx, e, func(db dbtx) (map[string]int, error) {
+		return queryMap[string, int](ctx, db, q.Get("SendWindowTake"),
+			sql.Named("start", p.Start.UnixMicro()), sql.Named("asks", list))
+	})
+}
+
+func (e *executor) SendWindowDeleteBefore(ctx context.Context, t time.Time) (int, error) {
+	return e.execCount(ctx, q.Get("SendWindowDeleteBefore"), sql.Named("before", t.UnixMicro()))
 }

@@ -78,7 +78,7 @@ UPDATE oncepush_delivery
 SET lease_id        = @lease_id,
     next_attempt_at = @now + @lease_us
 WHERE id IN (SELECT value FROM json_each(@ids))
-RETURNING id, message_id, recipient, notification_id, attempts;
+RETURNING id, message_id, recipient, notification_id, attempts, campaign;
 
 -- name: MessageGetMany :many
 SELECT id, type, title, body, data, link, image, category, ambiguity, scheduled_at, expires_at, created_at,
@@ -601,3 +601,26 @@ FROM oncepush_delivery d
 JOIN oncepush_device_attempt a ON a.delivery_id = d.id
 WHERE d.message_id = @message_id
 GROUP BY a.state;
+
+-- name: CampaignTally :many
+-- One row per state, kept in place by migration 7's triggers (D95).
+SELECT state, n FROM oncepush_campaign_tally WHERE message_id = @message_id;
+
+-- name: SendWindowTake :many
+-- Grants min(asked, allowance - used) per transport and adds it to used
+-- (D96). The SET clauses all read the row as it was, so granted is this
+-- claim's grant. @asks: [{"transport", "asked", "allowance"}, …]
+INSERT INTO oncepush_send_window AS w (transport, window_start, allowance, used, granted)
+SELECT json_extract(value, '$.transport'), @start, json_extract(value, '$.allowance'),
+       min(json_extract(value, '$.asked'), json_extract(value, '$.allowance')),
+       min(json_extract(value, '$.asked'), json_extract(value, '$.allowance'))
+FROM json_each(@asks)
+WHERE true
+ON CONFLICT (transport, window_start) DO UPDATE
+SET granted   = max(0, min(excluded.granted, excluded.allowance - w.used)),
+    used      = w.used + max(0, min(excluded.granted, excluded.allowance - w.used)),
+    allowance = excluded.allowance
+RETURNING transport, granted;
+
+-- name: SendWindowDeleteBefore :execrows
+DELETE FROM oncepush_send_window WHERE window_start < @before;
