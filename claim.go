@@ -36,6 +36,7 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 		plan, finished = nil, nil
 		res, err := ex.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 			Now: c.now(), Max: c.cfg.BatchSize, LeaseID: b.leaseID, Lease: c.cfg.Lease,
+			NoCampaign: c.ceilingSpent(),
 		})
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
@@ -49,6 +50,11 @@ func (c *Client[TTx]) claim(ctx context.Context) (*batch, error) {
 			return err
 		}
 		plan = planClaim(in, c.askEligibility(ctx, tx, ex, in), c.planRules())
+		if len(c.cfg.CampaignCeilings) > 0 {
+			if err := c.takeCeilings(ctx, ex, in.now, plan); err != nil {
+				return err
+			}
+		}
 		for _, d := range plan.recovered {
 			c.log.WarnContext(ctx, "recovered a delivery whose run ended without recording; its sending devices are ambiguous",
 				slog.Int64("delivery_id", d.row.ID), slog.Int64("previous_lease", d.row.PrevLeaseID), slog.String("policy", string(d.policy)))

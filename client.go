@@ -67,6 +67,11 @@ type clientCore struct {
 
 	// campaignWake makes the campaign loop look for work at once.
 	campaignWake chan struct{}
+
+	// ceilingShortUntil (Unix ns on the client's clock): a campaign
+	// ceiling's window this client ran short on lasts until then, and its
+	// claims leave the campaign lane alone meanwhile (ceiling.go).
+	ceilingShortUntil atomic.Int64
 }
 
 // NewClient returns a client on the driver. It does not touch the database; call

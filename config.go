@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -127,6 +128,16 @@ type Config struct {
 	// crashed process's try counts) before the campaign is interrupted.
 	// Default 5.
 	CampaignMaxTries int `json:"campaignMaxTries,omitempty"`
+	// CampaignCeilings bound, per transport, how many device submissions of
+	// campaign deliveries every process together starts in a minute, so a
+	// large campaign stays under the provider's quota (FCM's default project
+	// quota is 600,000 a minute; going over earns QUOTA_EXCEEDED for the rest
+	// of the minute, which pauses transactional sends too). Transactional
+	// sends neither count nor wait: leave them the rest of the quota. Each
+	// minute is cut into up to 60 windows whose allowances sum to the
+	// ceiling (D96). A ceiling must be at least MaxDevicesPerRecipient, the
+	// most submissions one delivery can need. Default: none.
+	CampaignCeilings map[Transport]int `json:"campaignCeilings,omitempty"`
 	// PollInterval is how often idle workers look for due work without a wake-up
 	// (scheduled sends, retries, expired leases). Default 1 s.
 	PollInterval time.Duration `json:"pollInterval,omitempty"`
@@ -241,6 +252,16 @@ func (cfg *Config) withDefaults() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, t := range slices.Sorted(maps.Keys(c.CampaignCeilings)) {
+		n := c.CampaignCeilings[t]
+		if _, err := transports.spec("transport", t); err != nil {
+			return nil, fmt.Errorf("oncepush: Config.CampaignCeilings names unknown transport %q (the transports are %s)", t, transports.list)
+		}
+		if n < c.MaxDevicesPerRecipient {
+			return nil, fmt.Errorf("oncepush: Config.CampaignCeilings[%q] %d is below MaxDevicesPerRecipient (%d), the most submissions one delivery can need", t, n, c.MaxDevicesPerRecipient)
+		}
+	}
+	c.CampaignCeilings = maps.Clone(c.CampaignCeilings)
 	seen := map[Transport]bool{}
 	for i, p := range c.Providers {
 		if p == nil {

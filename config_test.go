@@ -15,19 +15,22 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 	drv := postgres.New(nil) // NewClient does not touch the database
 	fcm := pushtest.NewProvider(oncepush.TransportFCM)
 	for name, cfg := range map[string]*oncepush.Config{
-		"negative batch":       {BatchSize: -1},
-		"huge batch":           {BatchSize: 20000},
-		"lease too short":      {RunBudget: 10 * time.Second, SendTimeout: 15 * time.Second, Lease: 20 * time.Second},
-		"backoff upside down":  {BackoffMin: time.Hour, BackoffMax: time.Minute},
-		"unknown policy":       {Ambiguity: "twice"},
-		"bad category policy":  {Categories: map[string]oncepush.Category{"news": {Ambiguity: "never"}}},
-		"two fcm providers":    {Providers: []oncepush.Provider{fcm, fcm}},
-		"nil provider":         {Providers: []oncepush.Provider{nil}},
-		"unknown transport":    {Providers: []oncepush.Provider{pushtest.NewProvider("hms")}},
-		"lifetime beyond ttl":  {MessageLifetime: 30 * 24 * time.Hour},
-		"negative poll":        {PollInterval: -time.Second},
-		"negative concurrency": {ConcurrentSends: -5},
-		"nil deleter":          {RecipientDeleters: []oncepush.RecipientDeleter{nil}},
+		"negative batch":           {BatchSize: -1},
+		"huge batch":               {BatchSize: 20000},
+		"lease too short":          {RunBudget: 10 * time.Second, SendTimeout: 15 * time.Second, Lease: 20 * time.Second},
+		"backoff upside down":      {BackoffMin: time.Hour, BackoffMax: time.Minute},
+		"unknown policy":           {Ambiguity: "twice"},
+		"bad category policy":      {Categories: map[string]oncepush.Category{"news": {Ambiguity: "never"}}},
+		"two fcm providers":        {Providers: []oncepush.Provider{fcm, fcm}},
+		"nil provider":             {Providers: []oncepush.Provider{nil}},
+		"unknown transport":        {Providers: []oncepush.Provider{pushtest.NewProvider("hms")}},
+		"lifetime beyond ttl":      {MessageLifetime: 30 * 24 * time.Hour},
+		"negative poll":            {PollInterval: -time.Second},
+		"negative concurrency":     {ConcurrentSends: -5},
+		"nil deleter":              {RecipientDeleters: []oncepush.RecipientDeleter{nil}},
+		"ceiling, no transport":    {CampaignCeilings: map[oncepush.Transport]int{"pigeon": 1000}},
+		"ceiling below a delivery": {CampaignCeilings: map[oncepush.Transport]int{oncepush.TransportFCM: 9}},
+		"ceiling of nothing":       {CampaignCeilings: map[oncepush.Transport]int{oncepush.TransportFCM: 0}},
 	} {
 		if _, err := oncepush.NewClient[pgx.Tx](drv, cfg); err == nil {
 			t.Errorf("%s: NewClient accepted it", name)

@@ -350,7 +350,7 @@ type Executor interface {
 	CampaignTallyCompact(ctx context.Context, minRows int) (int, error)
 	// SendWindowTake takes from the current window of each transport's
 	// ceiling (D96): for each i, at most Asked[i] of what is left of
-	// Allowance[i] in the window of Transports[i] starting at Start, and
+	// Allowance[i] in the window of Transports[i] starting at Starts[i], and
 	// returns what it granted per transport. The rows stay locked until the
 	// transaction ends.
 	SendWindowTake(ctx context.Context, p *SendWindowParams) (map[string]int, error)
@@ -451,6 +451,9 @@ type DeliveryClaimParams struct {
 	Max     int
 	LeaseID int64
 	Lease   time.Duration
+	// NoCampaign leaves the campaign lane alone: the per-transport ceiling's
+	// window is spent (D96).
+	NoCampaign bool
 }
 
 // DeliveryClaimResult is what DeliveryClaim leased, and the instant it used as now.
@@ -767,11 +770,13 @@ type DeliveryInsertParams struct {
 	DueAt           []time.Time
 }
 
-// SendWindowParams asks a window of the per-transport ceiling for sends.
-// Transports are distinct and sorted (the rows are locked in that order).
+// SendWindowParams asks windows of the per-transport ceiling for sends:
+// for each i, Asked[i] sends of the window of Transports[i] that starts at
+// Starts[i] and allows Allowance[i]. Transports are distinct and sorted
+// (the rows are locked in that order).
 type SendWindowParams struct {
-	Start      time.Time
 	Transports []string
+	Starts     []time.Time
 	Asked      []int
 	Allowance  []int
 }

@@ -178,7 +178,7 @@ func (e *executor) WithSavepoint(ctx context.Context, fn func() error) error {
 
 func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
 	rows, err := e.db.Query(ctx, q.Get("DeliveryClaim"), named{
-		"now": p.Now, "max": p.Max, "lease_id": p.LeaseID, "lease_us": micros(p.Lease),
+		"now": p.Now, "max": p.Max, "lease_id": p.LeaseID, "lease_us": micros(p.Lease), "no_campaign": p.NoCampaign,
 	})
 	if err != nil {
 		return nil, err
@@ -735,7 +735,7 @@ func (e *executor) CampaignTallyCompact(ctx context.Context, minRows int) (int, 
 
 func (e *executor) SendWindowTake(ctx context.Context, p *driver.SendWindowParams) (map[string]int, error) {
 	return queryMap[string, int](ctx, e.db, q.Get("SendWindowTake"), named{
-		"start": p.Start, "transports": p.Transports, "asked": p.Asked, "allowance": p.Allowance,
+		"transports": p.Transports, "starts": p.Starts, "asked": p.Asked, "allowance": p.Allowance,
 	})
 }
 

@@ -65,7 +65,7 @@ WITH n AS MATERIALIZED (
     WHERE d.status = 'pending' AND d.campaign
       AND d.next_attempt_at <= n.now
     ORDER BY d.next_attempt_at, d.id
-    LIMIT greatest(@max::integer - (SELECT count(*) FROM first), 0)
+    LIMIT CASE WHEN @no_campaign::boolean THEN 0 ELSE greatest(@max::integer - (SELECT count(*) FROM first), 0) END
     FOR UPDATE OF d SKIP LOCKED
 ), due AS (
     SELECT * FROM first UNION ALL SELECT * FROM rest
@@ -670,8 +670,9 @@ SELECT count(DISTINCT message_id)::integer FROM folded;
 -- (D96). The SET clauses all read the row as it was, so granted is this
 -- claim's grant. Sorted transports lock their rows in one order.
 INSERT INTO oncepush_send_window AS w (transport, window_start, allowance, used, granted)
-SELECT u.transport, @start, u.allowance, least(u.asked, u.allowance), least(u.asked, u.allowance)
-FROM unnest(@transports::text[], @asked::integer[], @allowance::integer[]) AS u (transport, asked, allowance)
+SELECT u.transport, u.start, u.allowance, least(u.asked, u.allowance), least(u.asked, u.allowance)
+FROM unnest(@transports::text[], @starts::timestamptz[], @asked::integer[], @allowance::integer[])
+         AS u (transport, start, asked, allowance)
 ORDER BY u.transport
 ON CONFLICT (transport, window_start) DO UPDATE
 SET granted   = greatest(0, least(excluded.granted, excluded.allowance - w.used)),

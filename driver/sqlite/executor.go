@@ -406,7 +406,7 @@ func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimPar
 			var d due
 			err := r.Scan(&d.id, &d.prevLease)
 			return d, err
-		}, q.Get("DeliveryClaimDue"), sql.Named("now", now), sql.Named("max", p.Max))
+		}, q.Get("DeliveryClaimDue"), sql.Named("now", now), sql.Named("max", p.Max), sql.Named("no_campaign", p.NoCampaign))
 		if err != nil || len(dues) == 0 {
 			return err
 		}
@@ -1090,6 +1090,7 @@ func (e *executor) CampaignTallyCompact(context.Context, int) (int, error) { ret
 // windowAsk is one element of SendWindowTake's @asks.
 type windowAsk struct {
 	Transport string `json:"transport"`
+	Start     int64  `json:"start"`
 	Asked     int    `json:"asked"`
 	Allowance int    `json:"allowance"`
 }
@@ -1097,15 +1098,14 @@ type windowAsk struct {
 func (e *executor) SendWindowTake(ctx context.Context, p *driver.SendWindowParams) (map[string]int, error) {
 	asks := make([]windowAsk, len(p.Transports))
 	for i, t := range p.Transports {
-		asks[i] = windowAsk{Transport: t, Asked: p.Asked[i], Allowance: p.Allowance[i]}
+		asks[i] = windowAsk{Transport: t, Start: p.Starts[i].UnixMicro(), Asked: p.Asked[i], Allowance: p.Allowance[i]}
 	}
 	list, err := jsonList(asks)
 	if err != nil {
 		return nil, err
 	}
 	return written(ctx, e, func(db dbtx) (map[string]int, error) {
-		return queryMap[string, int](ctx, db, q.Get("SendWindowTake"),
-			sql.Named("start", p.Start.UnixMicro()), sql.Named("asks", list))
+		return queryMap[string, int](ctx, db, q.Get("SendWindowTake"), sql.Named("asks", list))
 	})
 }
 

@@ -67,7 +67,7 @@ SELECT id, lease FROM (
         WHERE status = 'pending' AND campaign = 1
           AND next_attempt_at <= @now
         ORDER BY next_attempt_at, id
-        LIMIT @max)
+        LIMIT CASE WHEN @no_campaign THEN 0 ELSE @max END)
 )
 ORDER BY lane, due, id
 LIMIT @max;
@@ -609,9 +609,9 @@ SELECT state, n FROM oncepush_campaign_tally WHERE message_id = @message_id;
 -- name: SendWindowTake :many
 -- Grants min(asked, allowance - used) per transport and adds it to used
 -- (D96). The SET clauses all read the row as it was, so granted is this
--- claim's grant. @asks: [{"transport", "asked", "allowance"}, …]
+-- claim's grant. @asks: [{"transport", "start" (µs), "asked", "allowance"}, …]
 INSERT INTO oncepush_send_window AS w (transport, window_start, allowance, used, granted)
-SELECT json_extract(value, '$.transport'), @start, json_extract(value, '$.allowance'),
+SELECT json_extract(value, '$.transport'), json_extract(value, '$.start'), json_extract(value, '$.allowance'),
        min(json_extract(value, '$.asked'), json_extract(value, '$.allowance')),
        min(json_extract(value, '$.asked'), json_extract(value, '$.allowance'))
 FROM json_each(@asks)

@@ -209,6 +209,8 @@ func TestEveryEngineFieldIsASetting(t *testing.T) {
 			fv.SetInt(int64(i + 1))
 		case f.Type == reflect.TypeFor[oncepush.AmbiguityPolicy]():
 			fv.SetString(string(oncepush.AmbiguityAtMostOnce))
+		case f.Type == reflect.TypeFor[map[oncepush.Transport]int]():
+			fv.Set(reflect.ValueOf(map[oncepush.Transport]int{oncepush.TransportFCM: 500000}))
 		default:
 			t.Fatalf("Config.%s: a %s setting; teach this test (and the file's decoder) its form", f.Name, f.Type)
 		}
@@ -377,6 +379,8 @@ func TestEngineValidationNamesTheSetting(t *testing.T) {
 		`{"categories": {"a.b": {"ambiguity": "twice"}}}`:  `categories["a.b"].ambiguity: "twice" is neither "resend" nor "at-most-once"`,
 		`{"categories": {"news": {"ambiguity": "twice"}}}`: `categories.news.ambiguity: "twice" is neither "resend" nor "at-most-once"`,
 		`{"engine": {"messageLifetime": "700h"}}`:          "engine.messageLifetime: is longer than 672h0m0s",
+		`{"engine": {"campaignCeilings": {"fcm": 5}}}`:     `engine.campaignCeilings.fcm: 5 is below engine.maxDevicesPerRecipient (10), the most submissions one delivery can need`,
+		`{"engine": {"campaignCeilings": {"sms": 500}}}`:   `engine.campaignCeilings: names unknown transport "sms" (the transports are fcm, apns, webpush, rustore)`,
 	} {
 		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
 		if err == nil || err.Error() != want {

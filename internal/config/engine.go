@@ -89,7 +89,7 @@ func (e Engine) MarshalJSON() ([]byte, error) {
 
 // engineField is how oncepush.Config's validation names a field at the start
 // of its errors: "Config.Workers", "Config.Categories["news"].Ambiguity".
-var engineField = regexp.MustCompile(`^Config\.(\w+)(?:\[("(?:[^"\\]|\\.)*")\]\.(\w+))?\s*`)
+var engineField = regexp.MustCompile(`^Config\.(\w+)(?:\[("(?:[^"\\]|\\.)*")\](?:\.(\w+))?)?\s*`)
 
 // goName is a Go field name (a word that starts with a capital).
 var goName = regexp.MustCompile(`\b[A-Z]\w*\b`)
@@ -106,10 +106,13 @@ func engineError(err error) *Error {
 		return settingErr("engine", "%s", msg)
 	}
 	setting, ok := engineSetting(m[1])
-	if m[2] != "" { // Categories["news"].Ambiguity: the file's categories section
-		name, qerr := strconv.Unquote(m[2])
+	switch name, qerr := strconv.Unquote(m[2]); {
+	case m[2] == "":
+	case m[3] != "": // Categories["news"].Ambiguity: the file's categories section
 		sub, subOK := jsonName(reflect.TypeFor[oncepush.Category](), m[3])
 		setting, ok = strictjson.Join(strictjson.Join("categories", name), sub), m[1] == "Categories" && qerr == nil && subOK
+	default: // CampaignCeilings["fcm"]: a key of an engine map
+		setting, ok = strictjson.Join(setting, name), ok && qerr == nil
 	}
 	if !ok {
 		return settingErr("engine", "%s", msg)
