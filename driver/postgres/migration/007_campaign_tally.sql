@@ -72,6 +72,7 @@ BEGIN
         UNION ALL
         SELECT 'attempt:ambiguous' WHERE a.ambiguous > 0
     ) t
+    WHERE a.state IN ('accepted', 'invalid', 'rejected') OR a.ambiguous > 0 -- a mark (sending) reads no delivery
     GROUP BY d.message_id, t.state;
     RETURN NULL;
 END $$;
@@ -92,6 +93,8 @@ BEGIN
         UNION ALL
         SELECT 'attempt:ambiguous', 1 WHERE o.ambiguous = 0 AND a.ambiguous > 0
     ) t
+    WHERE (o.state <> a.state AND (o.state IN ('accepted', 'invalid', 'rejected') OR a.state IN ('accepted', 'invalid', 'rejected')))
+       OR (o.ambiguous = 0 AND a.ambiguous > 0) -- a mark (sending) reads no delivery
     GROUP BY d.message_id, t.state;
     RETURN NULL;
 END $$;
