@@ -201,8 +201,8 @@ func total(t *testing.T, ctx context.Context, key string) int {
 	return n
 }
 
-// status reads a campaign's status from the library.
-func status(t *testing.T, e *env, id int64) *oncepush.Campaign {
+// campaignNow reads a campaign, with its totals, from the library.
+func campaignNow(t *testing.T, e *env, id int64) *oncepush.Campaign {
 	t.Helper()
 	c, err := e.client.Campaign(context.WithoutCancel(t.Context()), id)
 	if err != nil {
@@ -245,7 +245,7 @@ func TestConsoleCampaigns(t *testing.T) {
 
 	// The status filter keeps only the campaigns in it.
 	// The draft comes last: its name is looked at next.
-	for _, want := range []*oncepush.Campaign{status(t, e, c.autumn.ID), c.draft} {
+	for _, want := range []*oncepush.Campaign{campaignNow(t, e, c.autumn.ID), c.draft} {
 		visible(t, ctx, "#campaign-filter-status")
 		do(t, ctx, chromedp.SetValue(chromedp.ID("campaign-filter-status"), string(want.Status)))
 		click(t, ctx, `#campaign-filter button[type=submit]`)
@@ -287,7 +287,7 @@ func TestConsoleCampaigns(t *testing.T) {
 		t.Errorf("start with a read-only key: %q", got)
 	}
 	waitCampaign(t, ctx, c.draft.ID, oncepush.CampaignDraft)
-	if s := status(t, e, c.draft.ID).Status; s != oncepush.CampaignDraft {
+	if s := campaignNow(t, e, c.draft.ID).Status; s != oncepush.CampaignDraft {
 		t.Errorf("after a refused start the draft is %s", s)
 	}
 
@@ -296,7 +296,7 @@ func TestConsoleCampaigns(t *testing.T) {
 	click(t, ctx, "#signout")
 	signedIn(t, ctx, e, e.admin)
 	openCampaign(t, ctx, e, c.spring.ID, oncepush.CampaignCompleted)
-	want := status(t, e, c.spring.ID)
+	want := campaignNow(t, e, c.spring.ID)
 	tl := want.Totals
 	for key, n := range map[string]int{
 		"queued": tl.Queued, "sent": tl.Sent, "failed": tl.Failed, "skipped": tl.Skipped, "expired": tl.Expired,
@@ -407,13 +407,13 @@ func TestConsoleCampaigns(t *testing.T) {
 	}
 	e.clock.Advance(time.Hour)
 	e.drain()
-	if s := status(t, e, c.winter.ID).Status; s != oncepush.CampaignCanceled || sentTo(e, c.winterToken) {
+	if s := campaignNow(t, e, c.winter.ID).Status; s != oncepush.CampaignCanceled || sentTo(e, c.winterToken) {
 		t.Errorf("after cancel: %s, sent to its device: %v", s, sentTo(e, c.winterToken))
 	}
 
 	// Resume the interrupted one: its last error and tries are shown, then
 	// it goes on and completes.
-	autumn := status(t, e, c.autumn.ID)
+	autumn := campaignNow(t, e, c.autumn.ID)
 	openCampaign(t, ctx, e, c.autumn.ID, oncepush.CampaignInterrupted)
 	if got := shown(t, ctx, "#campaign-last-error"); got != autumn.LastError || !strings.Contains(got, "the batch's process died") {
 		t.Errorf("the last error shown: %q, the ledger has %q", got, autumn.LastError)
