@@ -75,6 +75,8 @@ function explain(err) {
       return `The API key is valid but not allowed to do this: ${p.detail}.`;
     case "not_found":
       return `Not found: ${p.detail}.`;
+    case "campaign_state":
+      return `The campaign's status does not allow this: ${p.detail}.`;
     case "unavailable":
       return `The server cannot reach its database right now: ${p.detail}. Try again shortly.`;
     default:
@@ -217,13 +219,92 @@ function summaryOf(deliveries) {
   return el("div", { className: "summary", id: "twice-summary", "data-verdict": kind }, el("strong", {}, "Sent twice? "), lines.join(" "));
 }
 
+// --- campaigns
+
+const CAMPAIGN_PAGE = 20; // campaigns per page of the list
+const campaignStatuses = ["draft", "scheduled", "sending", "completed", "interrupted", "canceled"];
+
+// What each status means, in words (the status is never a colour alone).
+const campaignStatusWords = {
+  draft: "not started; its content and audience can still change",
+  scheduled: "starts by itself at its start time",
+  sending: "started: its deliveries are being written and delivered",
+  completed: "every delivery is written; the queued ones are still to be delivered",
+  interrupted: "writing its deliveries failed too many times in a row: resume or cancel it",
+  canceled: "final: nothing more of it is sent",
+};
+
+// The operations a campaign's page offers, where they can change
+// something. The server decides (a page read a moment ago may be stale),
+// and its refusal is shown in its own words. Cancel is offered on a
+// completed campaign while deliveries of it are still queued: a paced
+// campaign is completed (all written) long before its last send.
+const campaignActions = [
+  {
+    op: "start", label: "Start now…", offered: (c) => ["draft", "scheduled"].includes(c.status), danger: false,
+    ask: (c) => `Start campaign ${c.id} now? Its deliveries are written and sent from this moment, to its whole audience.`,
+    yes: "Yes, start it now", done: "Started",
+  },
+  {
+    op: "cancel", label: "Cancel…", danger: true,
+    offered: (c) => ["draft", "scheduled", "sending", "interrupted"].includes(c.status) || (c.status === "completed" && c.totals?.queued > 0),
+    ask: (c) => `Cancel campaign ${c.id}? Its pending deliveries end canceled and nothing more of it is sent; sends already with a provider may finish. This cannot be undone.`,
+    yes: "Yes, cancel the campaign", done: "Canceled",
+  },
+  {
+    op: "resume", label: "Resume…", offered: (c) => c.status === "interrupted", danger: false,
+    ask: (c) => `Resume campaign ${c.id} from its cursor? Recipients already written get no second delivery.`,
+    yes: "Yes, resume it", done: "Resumed",
+  },
+];
+
+function audienceText(c) {
+  const who = c.audience === "recipients" ? `uploaded recipients (${c.recipients})` : "every registered device";
+  const f = c.filter || {};
+  const parts = [];
+  if (f.transports?.length) parts.push(`transports ${f.transports.join(", ")}`);
+  if (f.platforms?.length) parts.push(`platforms ${f.platforms.join(", ")}`);
+  if (f.locales?.length) parts.push(`locales ${f.locales.join(", ")}`);
+  if (f.tags?.length) parts.push(`tags all of ${f.tags.join(", ")}`);
+  return parts.length ? `${who}, devices with ${parts.join("; ")}` : who;
+}
+
+function pacingText(c) {
+  if (c.ratePerMinute > 0) return `${c.ratePerMinute} deliveries a minute`;
+  const l = c.localTime;
+  if (l) return `at ${l.time} on ${l.date} in each recipient's own time zone (${l.defaultZone || "UTC"} when unknown)`;
+  return "none: as fast as the workers deliver";
+}
+
+// The totals, each a row with its word, its meaning and its number.
+const deliveryTotals = [
+  ["queued", "Queued", "not yet delivered, retrying, or held by quiet hours"],
+  ["sent", "Sent", "a provider accepted it"],
+  ["failed", "Failed", "no device could take it"],
+  ["skipped", "Skipped", "the recipient opted out"],
+  ["expired", "Expired", "its lifetime ended before it was sent"],
+  ["ambiguous", "Ambiguous", "a provider's answer was lost: maybe delivered"],
+  ["noDevices", "No devices", "the recipient's devices went before its turn"],
+  ["canceled", "Canceled", "canceled before it was sent"],
+];
+const attemptTotals = [
+  ["accepted", "Accepted", "the provider took it"],
+  ["invalidTokens", "Invalid tokens", "the token is dead; the device was deleted"],
+  ["rejected", "Rejected", "the provider refused it for another reason"],
+  ["ambiguousAttempts", "Ambiguous", "an answer was lost at least once: maybe delivered"],
+];
+
+function totalsTable(rows, totals, head, caption) {
+  return table([head, { label: "Count", num: true }, "Meaning"],
+    rows.map(([key, word, meaning]) =>
+      el("tr", { "data-total": key }, el("th", { scope: "row" }, word), el("td", { className: "num count" }, totals[key]), el("td", {}, meaning))),
+    caption);
+}
+
 // --- views
 
 // Each view renders into the container and may return a function that
-// stops it (the backlog's refresh). Campaigns have no view yet: oncepush
-// has no campaigns API. When it does, a "campaigns" view goes here (progress
-// and totals from GET /v1/campaigns/{id}; pause, cancel, resume) and its
-// link replaces the "not available yet" item of index.html's navigation.
+// stops it (the backlog's refresh).
 const views = {
   async notifications(view, _arg, params) {
     const q = new URLSearchParams({ limit: "25" });
@@ -334,6 +415,140 @@ const views = {
       page.deliveries.length ? page.deliveries.map((d) => deliveryCard(d, { showNotification: false, showRecipient: true })) : el("p", {}, "No delivery."),
       page.nextCursor ? el("p", {}, el("a", { href: `#/notification/${id}?cursor=${page.nextCursor}` }, "More deliveries")) : null,
     );
+  },
+
+  async campaigns(view, _arg, params) {
+    const q = new URLSearchParams({ limit: String(CAMPAIGN_PAGE) });
+    const wanted = params.get("status") || "";
+    if (wanted) q.set("status", wanted);
+    if (params.get("cursor")) q.set("cursor", params.get("cursor"));
+    const page = await api("GET", `/v1/campaigns?${q}`);
+    const status = el("select", { id: "campaign-filter-status", name: "status" },
+      ["", ...campaignStatuses].map((s) => el("option", { value: s, selected: s === wanted }, s || "any")));
+    const form = el("form", { id: "campaign-filter" }, el("label", { for: "campaign-filter-status" }, "Status"), status,
+      el("button", { type: "submit" }, "Filter"));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      location.hash = `#/campaigns${status.value ? `?status=${encodeURIComponent(status.value)}` : ""}`;
+    });
+    const rows = page.campaigns.map((c) =>
+      el("tr", { "data-campaign-id": c.id },
+        el("td", { className: "num" }, el("a", { href: `#/campaign/${c.id}` }, String(c.id))),
+        el("td", { className: "name" }, c.name || "(no name)"),
+        el("td", { className: "status", "data-status": c.status }, c.status),
+        el("td", {}, audienceText(c)),
+        el("td", {}, fmtTime(c.createdAt)),
+        el("td", {}, c.startedAt ? `started ${fmtTime(c.startedAt)}` : c.startAt ? `starts ${fmtTime(c.startAt)}` : "—"),
+        el("td", { className: "num" }, c.written)));
+    const next = page.nextCursor
+      ? el("p", {}, el("a", { id: "campaigns-older", href: `#/campaigns?${new URLSearchParams({ ...(wanted ? { status: wanted } : {}), cursor: page.nextCursor })}` }, "Older campaigns"))
+      : null;
+    fill(view,
+      el("h1", {}, "Campaigns, newest first"), form,
+      rows.length
+        ? table(["Id", "Name", "Status", "Audience", "Created", "Start", { label: "Deliveries written", num: true }], rows)
+        : el("p", { id: "no-campaigns" }, wanted ? `No campaign is ${wanted}.` : "No campaign."),
+      next,
+    );
+  },
+
+  async campaign(view, arg) {
+    const id = Number.parseInt(arg, 10);
+    let said = ""; // what the last action did, for the next drawing
+    // draw reads the campaign and draws its page; an action draws it again,
+    // whether the server took it or refused it, so the page shows the
+    // campaign as it is now.
+    const draw = async () => {
+      const c = await api("GET", `/v1/campaigns/${id}`);
+      const here = parseHash();
+      if (here.name !== "campaign" || here.arg !== arg) return; // the operator went elsewhere meanwhile
+      const t = c.totals;
+      const result = el("p", { id: "campaign-result", role: "status", tabIndex: -1 }, said);
+      const actions = campaignActions.filter((a) => a.offered(c)).map((a) => {
+        const ask = el("button", { type: "button", id: `campaign-${a.op}`, className: a.danger ? "danger" : "" }, a.label);
+        const yes = el("button", { type: "button", id: `campaign-${a.op}-confirm`, className: a.danger ? "danger" : "" }, a.yes);
+        const no = el("button", { type: "button" }, "No, keep it as it is");
+        const box = el("div", { className: "confirm", id: `campaign-${a.op}-ask`, role: "group", "aria-label": `Confirm: ${a.yes}`, hidden: true },
+          el("p", {}, a.ask(c)), yes, " ", no);
+        ask.addEventListener("click", () => {
+          for (const other of view.querySelectorAll(".confirm")) other.hidden = true;
+          box.hidden = false;
+          yes.focus();
+        });
+        no.addEventListener("click", () => {
+          box.hidden = true;
+          ask.focus();
+        });
+        yes.addEventListener("click", async () => {
+          yes.disabled = true;
+          clearError();
+          let refused = null;
+          try {
+            const r = await api("POST", `/v1/campaigns/${id}/${a.op}`);
+            said = `${a.done}: campaign ${id} is now ${r.status}.`;
+          } catch (err) {
+            if (handleAuth(err)) return;
+            refused = err;
+            said = `Not done: the server refused to ${a.op} it (${err.problem?.code || err.status}). The campaign below is as read again just now.`;
+          }
+          try {
+            await draw();
+          } catch (err) {
+            if (!handleAuth(err)) showError(err);
+            return;
+          }
+          if (refused) showError(refused);
+          $("campaign-result")?.focus();
+        });
+        return el("div", { className: "action" }, ask, box);
+      });
+      const refresh = el("button", { type: "button", id: "campaign-refresh" }, "Read again");
+      refresh.addEventListener("click", async () => {
+        clearError();
+        said = "";
+        try {
+          await draw();
+        } catch (err) {
+          if (!handleAuth(err)) showError(err);
+        }
+      });
+      fill(view,
+        el("h1", {}, `Campaign ${c.id}: `, el("span", { id: "campaign-name" }, c.name || "(no name)")),
+        el("p", { className: "summary", id: "campaign-status", "data-status": c.status },
+          el("strong", {}, `Status: ${c.status}`), ` — ${campaignStatusWords[c.status] || ""}.`),
+        el("div", { className: "actions" }, actions, refresh),
+        result,
+        el("div", { className: "totals" },
+          el("section", { "aria-labelledby": "totals-deliveries" },
+            el("h2", { id: "totals-deliveries" }, "Deliveries by status"),
+            totalsTable(deliveryTotals, t, "Deliveries", "One per recipient reached, as tallied with the rows when this page was read.")),
+          el("section", { "aria-labelledby": "totals-attempts" },
+            el("h2", { id: "totals-attempts" }, "Device attempts by what the provider said"),
+            totalsTable(attemptTotals, t, "Attempts", "One per device a delivery was sent to."))),
+        el("h2", {}, "Details"),
+        el("dl", { className: "facts", id: "campaign-facts" },
+          el("dt", {}, "Message"), el("dd", { id: "campaign-message" }, [c.message.title, c.message.body].filter(Boolean).join(" — ") || "—"),
+          el("dt", {}, "Type / category"), el("dd", {}, `${c.message.type || "—"} / ${c.category || "—"}`),
+          el("dt", {}, "Audience"), el("dd", { id: "campaign-audience", "data-audience": c.audience }, audienceText(c)),
+          el("dt", {}, "Created"), el("dd", {}, fmtTime(c.createdAt)),
+          el("dt", {}, "Scheduled start"), el("dd", { id: "campaign-start-at" }, c.startAt ? fmtTime(c.startAt) : "not scheduled"),
+          el("dt", {}, "Started"), el("dd", { id: "campaign-started" }, c.startedAt ? fmtTime(c.startedAt) : "not yet"),
+          el("dt", {}, "Finished"), el("dd", {}, c.finishedAt ? fmtTime(c.finishedAt) : "not yet"),
+          el("dt", {}, "Pacing"), el("dd", { id: "campaign-pacing" }, pacingText(c)),
+          el("dt", {}, "Cursor (last recipient written)"), el("dd", { className: "mono", id: "campaign-cursor" }, c.cursor || "none yet"),
+          el("dt", {}, "Deliveries written"), el("dd", { id: "campaign-written" }, String(c.written)),
+          el("dt", {}, "Tries since the last batch"), el("dd", { id: "campaign-tries" }, String(c.tries)),
+          el("dt", {}, "Last error"), el("dd", { id: "campaign-last-error" }, c.lastError || "none"),
+          el("dt", {}, "Malformed tokens left out"), el("dd", { id: "campaign-malformed" }, String(c.malformedTokens)),
+          el("dt", {}, "Duplicate tokens sent once"), el("dd", { id: "campaign-duplicate" }, String(c.duplicateTokens)),
+          el("dt", {}, "Notification"),
+          el("dd", {}, c.notificationId
+            ? el("a", { id: "campaign-notification", href: `#/notification/${c.notificationId}` }, `notification ${c.notificationId}: every delivery and device attempt`)
+            : "none until it starts")),
+        el("p", {}, el("a", { href: "#/campaigns" }, "All campaigns")),
+      );
+    };
+    await draw();
   },
 
   async backlog(view) {
