@@ -63,7 +63,7 @@ type CampaignBenchResult struct {
 	// RecountReads of counting the same totals from the rows (the three
 	// recount statements the tally replaced, D95), the reference.
 	TotalsReads, RecountReads []time.Duration
-	Totals      oncepush.CampaignTotals
+	Totals                    oncepush.CampaignTotals
 
 	// Filled by the parent: the child's peak RSS (KiB; -1 when the
 	// platform does not say), its CPU, and the machine's busy CPU over the
