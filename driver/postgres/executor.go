@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,31 +49,47 @@ FROM unnest($1::text[]) AS s`
 // queryPlanned runs the named query planned under its plannerOff settings
 // and scans every row.
 func queryPlanned[T any](ctx context.Context, db dbtx, scan pgx.RowToFunc[T], name, text string, args named) ([]T, error) {
-	off := plannerOff[name]
+	var out []T
+	err := sendPlanned(ctx, db, plannerOff[name], func(b *pgx.Batch) {
+		b.Queue(text, args)
+	}, func(br pgx.BatchResults) error {
+		return collect(br, scan, &out)
+	})
+	return out, err
+}
+
+// sendPlanned sends the statements queue adds in one round trip, planned
+// with the planner methods off turned off, and hands their results to read.
+func sendPlanned(ctx context.Context, db dbtx, off []string, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
 	b.Queue(plannerSettingsOff, off)
-	b.Queue(text, args)
+	queue(b)
 	b.Queue(plannerSettingsBack, off)
 	br := db.SendBatch(ctx, b)
-	out, err := func() ([]T, error) {
+	err := func() error {
 		if _, err := br.Exec(); err != nil {
-			return nil, err
+			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
+		if err := read(br); err != nil {
+			return err
 		}
-		out, err := pgx.CollectRows(rows, scan)
-		if err != nil {
-			return nil, err
-		}
-		_, err = br.Exec()
-		return out, err
+		_, err := br.Exec()
+		return err
 	}()
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	return out, err
+	return err
+}
+
+// collect scans every row of the batch's next result into out.
+func collect[T any](br pgx.BatchResults, scan pgx.RowToFunc[T], out *[]T) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	*out, err = pgx.CollectRows(rows, scan)
+	return err
 }
 
 // executor runs the named queries on a pool or in a transaction.
@@ -278,12 +295,40 @@ func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []stri
 }
 
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
-	return queryPlanned(ctx, e.db, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
-		a := &driver.DeviceAttempt{}
-		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
-			&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
-		return a, err
-	}, "DeviceAttemptListByDeliveries", q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
+	return queryPlanned(ctx, e.db, scanDeviceAttempt, "DeviceAttemptListByDeliveries", q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
+}
+
+func scanDeviceAttempt(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
+	a := &driver.DeviceAttempt{}
+	err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
+		&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
+	return a, err
+}
+
+// ClaimRead sends the three reads in one round trip, each planned as it is
+// alone (the three share their plannerOff settings).
+func (e *executor) ClaimRead(ctx context.Context, p *driver.ClaimReadParams) (*driver.ClaimReadResult, error) {
+	r := &driver.ClaimReadResult{}
+	err := sendPlanned(ctx, e.db, plannerOff["MessageGetMany"], func(b *pgx.Batch) {
+		b.Queue(q.Get("MessageGetMany"), named{"ids": p.MessageIDs})
+		b.Queue(q.Get("DeviceListByRecipients"), named{"recipients": p.Recipients})
+		b.Queue(q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": p.DeliveryIDs})
+	}, func(br pgx.BatchResults) error {
+		if err := collect(br, scanMessage, &r.Messages); err != nil {
+			return fmt.Errorf("messages: %w", err)
+		}
+		if err := collect(br, scanDevice, &r.Devices); err != nil {
+			return fmt.Errorf("devices: %w", err)
+		}
+		if err := collect(br, scanDeviceAttempt, &r.Attempts); err != nil {
+			return fmt.Errorf("attempts: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]driver.UpdatedDelivery, error) {
