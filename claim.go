@@ -112,16 +112,11 @@ func (c *Client[TTx]) claimRead(ctx context.Context, ex driver.Executor, res *dr
 	slices.Sort(recipients)
 	recipients = slices.Compact(recipients)
 
-	var err error
-	if in.messages, err = ex.MessageGetMany(ctx, msgIDs); err != nil {
-		return nil, fmt.Errorf("claim: messages: %w", err)
+	r, err := ex.ClaimRead(ctx, &driver.ClaimReadParams{MessageIDs: msgIDs, Recipients: recipients, DeliveryIDs: ids})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
 	}
-	if in.devices, err = ex.DeviceListByRecipients(ctx, recipients); err != nil {
-		return nil, fmt.Errorf("claim: devices: %w", err)
-	}
-	if in.attempts, err = ex.DeviceAttemptListByDeliveries(ctx, ids); err != nil {
-		return nil, fmt.Errorf("claim: attempts: %w", err)
-	}
+	in.messages, in.devices, in.attempts = r.Messages, r.Devices, r.Attempts
 	return in, nil
 }
 

@@ -178,6 +178,11 @@ type Executor interface {
 	DeviceListByRecipients(ctx context.Context, recipients []string) ([]*Device, error)
 	// DeviceAttemptListByDeliveries returns the ledger rows of these deliveries.
 	DeviceAttemptListByDeliveries(ctx context.Context, deliveryIDs []int64) ([]*DeviceAttempt, error)
+	// ClaimRead is the three reads a claimed batch needs, as MessageGetMany,
+	// DeviceListByRecipients and DeviceAttemptListByDeliveries return them; a
+	// driver that can send them together does (one round trip on PostgreSQL:
+	// the claim's time is mostly its round trips, D91).
+	ClaimRead(ctx context.Context, p *ClaimReadParams) (*ClaimReadResult, error)
 
 	// --- record (also used by the claim for what it finishes itself)
 
@@ -460,6 +465,20 @@ type DeliveryClaimParams struct {
 type DeliveryClaimResult struct {
 	Now  time.Time
 	Rows []*ClaimedDelivery
+}
+
+// ClaimReadParams names what ClaimRead reads.
+type ClaimReadParams struct {
+	MessageIDs  []int64
+	Recipients  []string // their devices
+	DeliveryIDs []int64  // their ledger rows
+}
+
+// ClaimReadResult is what ClaimRead read.
+type ClaimReadResult struct {
+	Messages []*Message
+	Devices  []*Device
+	Attempts []*DeviceAttempt
 }
 
 // ClaimedDelivery is a delivery leased by DeliveryClaim.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,85 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 )
+
+// plannerOff names, per query, the planner methods turned off while it is
+// planned (D90): the statements every batch of a run executes, each of
+// which has one good plan, an index read of the batch's rows, whatever the
+// statistics say. Without statistics (a table never analyzed, or analyzed
+// while nearly empty, as every fresh database is for its first minutes) the
+// planner takes an equality on status, or each id of a list, to match 0.5 %
+// of the rows: it sorted the whole due queue for every claim and read the
+// device attempts whole for every batch (TestQueryPlansWithoutStatistics).
+// A generic plan made then is kept until an ANALYZE invalidates it.
+var plannerOff = map[string][]string{
+	// The due indexes walked in order up to now, stopping at the batch's
+	// end: never the due queue sorted.
+	"DeliveryClaim": {"enable_seqscan", "enable_sort"},
+	// The batch's rows by id or recipient.
+	"MessageGetMany":                {"enable_seqscan"},
+	"DeviceListByRecipients":        {"enable_seqscan"},
+	"DeviceAttemptListByDeliveries": {"enable_seqscan"},
+	"DeviceAttemptMarkSending":      {"enable_seqscan"},
+	"DeliveryUpdateMany":            {"enable_seqscan"},
+	"PreferenceGetMany":             {"enable_seqscan"},
+}
+
+// Around a statement planned under plannerOff: the settings are changed for
+// the transaction (the batch's implicit one outside a transaction) and given
+// back right after it, in the same round trip, so that nothing else of the
+// transaction — an eligibility rule's own queries — is planned under them.
+const (
+	plannerSettingsOff = `SELECT set_config('oncepush.saved_' || s, current_setting(s), true), set_config(s, 'off', true)
+FROM unnest($1::text[]) AS s`
+	plannerSettingsBack = `SELECT set_config(s, current_setting('oncepush.saved_' || s), true)
+FROM unnest($1::text[]) AS s`
+)
+
+// queryPlanned runs the named query planned under its plannerOff settings
+// and scans every row.
+func queryPlanned[T any](ctx context.Context, db dbtx, scan pgx.RowToFunc[T], name, text string, args named) ([]T, error) {
+	var out []T
+	err := sendPlanned(ctx, db, plannerOff[name], func(b *pgx.Batch) {
+		b.Queue(text, args)
+	}, func(br pgx.BatchResults) error {
+		return collect(br, scan, &out)
+	})
+	return out, err
+}
+
+// sendPlanned sends the statements queue adds in one round trip, planned
+// with the planner methods off turned off, and hands their results to read.
+func sendPlanned(ctx context.Context, db dbtx, off []string, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	b.Queue(plannerSettingsOff, off)
+	queue(b)
+	b.Queue(plannerSettingsBack, off)
+	br := db.SendBatch(ctx, b)
+	err := func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := read(br); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// collect scans every row of the batch's next result into out.
+func collect[T any](br pgx.BatchResults, scan pgx.RowToFunc[T], out *[]T) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	*out, err = pgx.CollectRows(rows, scan)
+	return err
+}
 
 // executor runs the named queries on a pool or in a transaction.
 type executor struct {
@@ -177,26 +257,23 @@ func (e *executor) WithSavepoint(ctx context.Context, fn func() error) error {
 }
 
 func (e *executor) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) (*driver.DeliveryClaimResult, error) {
-	rows, err := e.db.Query(ctx, q.Get("DeliveryClaim"), named{
+	res := &driver.DeliveryClaimResult{}
+	rows, err := queryPlanned(ctx, e.db, func(r pgx.CollectableRow) (*driver.ClaimedDelivery, error) {
+		c := &driver.ClaimedDelivery{}
+		err := r.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.Campaign, &c.PrevLeaseID, &res.Now)
+		return c, err
+	}, "DeliveryClaim", q.Get("DeliveryClaim"), named{
 		"now": p.Now, "max": p.Max, "lease_id": p.LeaseID, "lease_us": micros(p.Lease), "no_campaign": p.NoCampaign,
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	res := &driver.DeliveryClaimResult{}
-	for rows.Next() {
-		c := &driver.ClaimedDelivery{}
-		if err := rows.Scan(&c.ID, &c.MessageID, &c.Recipient, &c.NotificationID, &c.Attempts, &c.Campaign, &c.PrevLeaseID, &res.Now); err != nil {
-			return nil, err
-		}
-		res.Rows = append(res.Rows, c)
-	}
-	return res, rows.Err()
+	res.Rows = rows
+	return res, nil
 }
 
 func (e *executor) MessageGetMany(ctx context.Context, ids []int64) ([]*driver.Message, error) {
-	return query(ctx, e.db, scanMessage, q.Get("MessageGetMany"), named{"ids": ids})
+	return queryPlanned(ctx, e.db, scanMessage, "MessageGetMany", q.Get("MessageGetMany"), named{"ids": ids})
 }
 
 func scanMessage(r pgx.CollectableRow) (*driver.Message, error) {
@@ -214,16 +291,44 @@ func scanDevice(r pgx.CollectableRow) (*driver.Device, error) {
 }
 
 func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []string) ([]*driver.Device, error) {
-	return query(ctx, e.db, scanDevice, q.Get("DeviceListByRecipients"), named{"recipients": recipients})
+	return queryPlanned(ctx, e.db, scanDevice, "DeviceListByRecipients", q.Get("DeviceListByRecipients"), named{"recipients": recipients})
 }
 
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
-	return query(ctx, e.db, func(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
-		a := &driver.DeviceAttempt{}
-		err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
-			&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
-		return a, err
-	}, q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
+	return queryPlanned(ctx, e.db, scanDeviceAttempt, "DeviceAttemptListByDeliveries", q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": ids})
+}
+
+func scanDeviceAttempt(r pgx.CollectableRow) (*driver.DeviceAttempt, error) {
+	a := &driver.DeviceAttempt{}
+	err := r.Scan(&a.DeliveryID, &a.DeviceID, &a.Transport, &a.TokenKey, &a.State, &a.Submissions, &a.Ambiguous,
+		&a.ProviderID, &a.Error, &a.FirstSentAt, &a.LastSentAt, &a.UpdatedAt)
+	return a, err
+}
+
+// ClaimRead sends the three reads in one round trip, each planned as it is
+// alone (the three share their plannerOff settings).
+func (e *executor) ClaimRead(ctx context.Context, p *driver.ClaimReadParams) (*driver.ClaimReadResult, error) {
+	r := &driver.ClaimReadResult{}
+	err := sendPlanned(ctx, e.db, plannerOff["MessageGetMany"], func(b *pgx.Batch) {
+		b.Queue(q.Get("MessageGetMany"), named{"ids": p.MessageIDs})
+		b.Queue(q.Get("DeviceListByRecipients"), named{"recipients": p.Recipients})
+		b.Queue(q.Get("DeviceAttemptListByDeliveries"), named{"delivery_ids": p.DeliveryIDs})
+	}, func(br pgx.BatchResults) error {
+		if err := collect(br, scanMessage, &r.Messages); err != nil {
+			return fmt.Errorf("messages: %w", err)
+		}
+		if err := collect(br, scanDevice, &r.Devices); err != nil {
+			return fmt.Errorf("devices: %w", err)
+		}
+		if err := collect(br, scanDeviceAttempt, &r.Attempts); err != nil {
+			return fmt.Errorf("attempts: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpdateManyParams) ([]driver.UpdatedDelivery, error) {
@@ -241,7 +346,7 @@ func (e *executor) DeliveryUpdateMany(ctx context.Context, p *driver.DeliveryUpd
 		ids[i], statuses[i], attempts[i] = u.ID, u.Status, int32(u.Attempts)
 		nextAts[i], delays[i], lastErrors[i] = u.NextAttemptAt, micros(u.Delay), u.LastError
 	}
-	return query(ctx, e.db, pgx.RowToStructByPos[driver.UpdatedDelivery], q.Get("DeliveryUpdateMany"), named{
+	return queryPlanned(ctx, e.db, pgx.RowToStructByPos[driver.UpdatedDelivery], "DeliveryUpdateMany", q.Get("DeliveryUpdateMany"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "ids": ids, "statuses": statuses, "attempts": attempts,
 		"next_ats": nextAts, "delays_us": delays, "last_errors": lastErrors,
 	})
@@ -286,7 +391,7 @@ func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.Devic
 	for i, k := range p.Pairs {
 		deliveryIDs[i], deviceIDs[i], transports[i], tokenKeys[i] = k.DeliveryID, k.DeviceID, k.Transport, k.TokenKey
 	}
-	return query(ctx, e.db, pgx.RowTo[int64], q.Get("DeviceAttemptMarkSending"), named{
+	return queryPlanned(ctx, e.db, pgx.RowTo[int64], "DeviceAttemptMarkSending", q.Get("DeviceAttemptMarkSending"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "min_left_us": micros(p.MinLeaseLeft),
 		"delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports, "token_keys": tokenKeys,
 	})

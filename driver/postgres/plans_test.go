@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/internal/upgradetest"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 	"github.com/oncepush/oncepush/internal/testdb"
@@ -147,6 +149,18 @@ func (p *planner) plan(t *testing.T, name, mode string, args []string) *planNode
 	}
 	if _, err := p.conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 		t.Fatal(err)
+	}
+	// The settings the driver plans this statement under, as it applies
+	// them: for the transaction, around the statement.
+	for _, setting := range plannerOff[name] {
+		if _, err := p.conn.Exec(ctx, "SELECT set_config($1, 'off', false)", setting); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := p.conn.Exec(context.WithoutCancel(ctx), "SELECT set_config($1, 'on', false)", setting); err != nil {
+				t.Fatal(err)
+			}
+		}()
 	}
 	execute := "EXECUTE plan_probe"
 	if len(args) > 0 {
@@ -376,5 +390,170 @@ func messageListSeeksItsCursor(t *testing.T, p *planner) {
 				t.Errorf("%s %v (%s): want an ordered scan of %s from the cursor, no sort:\n%s", tc.name, tc.args, mode, tc.index, plan)
 			}
 		}
+	}
+}
+
+// hotStatements are the statements of a run's claim, mark and record (and
+// the server's eligibility read, which runs in the claim), with arguments
+// for a batch of 100 deliveries, by parameter name.
+var hotStatements = []struct {
+	name string
+	args map[string]string
+}{
+	{"DeliveryClaim", map[string]string{"now": "NULL", "max": "100", "lease_id": "7", "lease_us": "60000000"}},
+	{"MessageGetMany", map[string]string{"ids": idList(19000, 100)}},
+	{"DeviceListByRecipients", map[string]string{"recipients": arrayOf(1, 100, "r%d")}},
+	{"DeviceAttemptListByDeliveries", map[string]string{"delivery_ids": idList(19000, 100)}},
+	{"PreferenceGetMany", map[string]string{"recipients": arrayOf(1, 100, "r%d")}},
+	{"DeviceAttemptMarkSending", map[string]string{"now": "NULL", "delivery_ids": idList(19000, 100), "lease_id": "7",
+		"min_left_us": "1000000", "device_ids": idList(19000, 100), "transports": arrayOf(0, 100, "fcm"),
+		"token_keys": arrayOf(19000, 100, "tok%d")}},
+	{"DeliveryUpdateMany", map[string]string{"now": "NULL", "lease_id": "7", "ids": idList(19000, 100),
+		"statuses": arrayOf(0, 100, "sent"), "attempts": arrayOf(0, 100, "0"),
+		"next_ats": arrayOf(0, 100, "NULL"), "delays_us": arrayOf(0, 100, "0"),
+		"last_errors": arrayOf(0, 100, "NULL")}},
+}
+
+// idList is an array literal of n ids from first (EXECUTE takes no
+// subquery).
+func idList(first, n int) string {
+	return arrayOf(first, n, "%d")
+}
+
+// arrayOf is an array literal of n texts, each format applied to an
+// index from first.
+func arrayOf(first, n int, format string) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = format
+		if strings.Contains(format, "%") {
+			items[i] = fmt.Sprintf(format, first+i)
+		}
+	}
+	return "'{" + strings.Join(items, ",") + "}'"
+}
+
+// positionalArgs orders named arguments as the query's positional form
+// numbers them.
+func positionalArgs(t *testing.T, name string, named map[string]string) []string {
+	t.Helper()
+	_, names := sqlfile.Positional(queryText(name))
+	args := make([]string, len(names))
+	for i, n := range names {
+		v, ok := named[n]
+		if !ok {
+			t.Fatalf("%s: no argument for @%s", name, n)
+		}
+		args[i] = v
+	}
+	return args
+}
+
+// unanalyzedData is a queue as a fresh database holds it a few seconds
+// into a drain, with no statistics taken yet (autovacuum has not analyzed
+// the tables, or analyzed them while they were nearly empty): 20,000
+// single-recipient notifications queued, the oldest 1,000 claimed and
+// leased, their device attempts written, a device per recipient, some
+// preferences. Nothing is analyzed.
+const unanalyzedData = `
+INSERT INTO oncepush_message (type, title, body, ambiguity, scheduled_at, expires_at, created_at)
+SELECT 'drain', 't', 'b', 'resend', now() - interval '1 minute', now() + interval '1 day', now() - interval '1 minute'
+FROM generate_series(1, 20000) i;
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, status, next_attempt_at, created_at, lease_id)
+SELECT i, 'r' || (i % 2000), md5(i::text), 'k' || i, 'pending',
+       CASE WHEN i <= 1000 THEN now() + interval '100 s' ELSE now() - interval '1 minute' + i * interval '1 ms' END,
+       now(), CASE WHEN i <= 1000 THEN 7 END
+FROM generate_series(1, 20000) i;
+INSERT INTO oncepush_device (recipient, transport, token, token_key, created_at, registered_at)
+SELECT 'r' || i, 'fcm', 'tok' || i, 'tok' || i, now(), now() FROM generate_series(0, 1999) i;
+INSERT INTO oncepush_device_attempt (delivery_id, device_id, transport, token_key, state, updated_at)
+SELECT id, id % 2000 + 1, 'fcm', 'tok' || id, 'accepted', now() FROM oncepush_delivery WHERE id <= 1000;
+INSERT INTO oncepush_preference (recipient, updated_at) SELECT 'r' || i, now() FROM generate_series(0, 1999, 4) i;
+`
+
+// TestQueryPlansWithoutStatistics: the statements a run executes for every
+// batch read through indexes on tables that were never analyzed, whether
+// planned while the tables were empty (a generic plan made then is kept:
+// nothing invalidates it until an ANALYZE) or once they hold a queue; and
+// the claim walks the due index in order from its start to now, stopping
+// at the batch's end, never reading (and sorting) the whole due queue.
+// Without statistics the planner takes an equality on status, and each
+// element of an id list, to match 0.5 % of the rows: it took the due
+// queue for a dozen rows and sorted all 20,000 for every claim, and read
+// the device attempts whole for each batch.
+func TestQueryPlansWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testdb.Pool(t, testdb.Schema(t), 2)
+	upgradetest.MigrateAll(t, New(pool))
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	p := &planner{conn: c.Conn()}
+	check := func(t *testing.T, state string) {
+		for _, st := range hotStatements {
+			for _, mode := range planModes {
+				plan := p.plan(t, st.name, mode, positionalArgs(t, st.name, st.args))
+				if scans := seqScans(plan); len(scans) > 0 {
+					t.Errorf("%s (%s, %s) reads %v whole:\n%s", st.name, state, mode, scans, plan)
+				}
+				if st.name != "DeliveryClaim" {
+					continue
+				}
+				var walks, sorts int
+				plan.walk(func(n *planNode) {
+					if n.NodeType == "Sort" {
+						sorts++
+					}
+					if n.NodeType == "Index Scan" && strings.HasPrefix(n.Index, "oncepush_delivery_due") &&
+						strings.Contains(n.IndexCond, "next_attempt_at <=") {
+						walks++
+					}
+				})
+				if walks != 2 || sorts != 0 {
+					t.Errorf("claim (%s, %s): want each lane's due index walked in order up to now, no sort:\n%s", state, mode, plan)
+				}
+			}
+		}
+	}
+	t.Run("Empty", func(t *testing.T) { check(t, "empty, never analyzed") })
+	if _, err := p.conn.Exec(ctx, unanalyzedData); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Queued", func(t *testing.T) { check(t, "20,000 queued, never analyzed") })
+}
+
+// TestPlannerSettingsAreGivenBack: the settings a statement is planned
+// under (plannerOff) hold for that statement only; the rest of the
+// transaction — an eligibility rule's queries run in the claim's — keeps
+// the settings it had, the caller's own included.
+func TestPlannerSettingsAreGivenBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	drv := New(testdb.Pool(t, testdb.Schema(t), 2))
+	upgradetest.MigrateAll(t, drv)
+	err := drv.InTx(ctx, func(ctx context.Context, tx pgx.Tx, ex driver.Executor) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
+			return err
+		}
+		if _, err := ex.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Max: 10, LeaseID: 7, Lease: time.Minute}); err != nil {
+			return err
+		}
+		if _, err := ex.DeviceAttemptListByDeliveries(ctx, []int64{1, 2}); err != nil {
+			return err
+		}
+		var seq, sort string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('enable_sort')").Scan(&seq, &sort); err != nil {
+			return err
+		}
+		if seq != "on" || sort != "off" {
+			t.Errorf("after the claim's statements: enable_seqscan %s, enable_sort %s; want on (the default) and off (the caller's)", seq, sort)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

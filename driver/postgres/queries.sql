@@ -48,22 +48,28 @@ SELECT pg_notify('oncepush_wake', current_schema());
 -- (subquery LIMIT n) form can claim more than n when the planner re-runs it.
 -- Only delivery rows are locked (never the shared message row).
 -- The transactional lane first, then the campaign lane fills the rest of
--- the batch (D87): each a seek into its own partial index.
+-- the batch (D87): each a seek into its own partial index. Each lane
+-- compares with now itself rather than joining n, so that now is the due
+-- index's bound: the walk stops at the first row not yet due (a join with n
+-- was a filter, and a claim on a short queue read on through every leased
+-- row), and it is planned with sorting off (plannerOff, D90), so it never
+-- reads the whole due queue to sort it. Both read the same instant as n:
+-- now() is the transaction's start.
 WITH n AS MATERIALIZED (
     SELECT coalesce(@now::timestamptz, now()) AS now
 ), first AS MATERIALIZED (
     SELECT d.id, d.lease_id AS prev_lease_id
-    FROM oncepush_delivery d, n
+    FROM oncepush_delivery d
     WHERE d.status = 'pending' AND NOT d.campaign
-      AND d.next_attempt_at <= n.now
+      AND d.next_attempt_at <= coalesce(@now::timestamptz, now())
     ORDER BY d.next_attempt_at, d.id
     LIMIT @max
     FOR UPDATE OF d SKIP LOCKED
 ), rest AS MATERIALIZED (
     SELECT d.id, d.lease_id AS prev_lease_id
-    FROM oncepush_delivery d, n
+    FROM oncepush_delivery d
     WHERE d.status = 'pending' AND d.campaign
-      AND d.next_attempt_at <= n.now
+      AND d.next_attempt_at <= coalesce(@now::timestamptz, now())
     ORDER BY d.next_attempt_at, d.id
     LIMIT CASE WHEN @no_campaign::boolean THEN 0 ELSE greatest(@max::integer - (SELECT count(*) FROM first), 0) END
     FOR UPDATE OF d SKIP LOCKED

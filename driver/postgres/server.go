@@ -95,7 +95,7 @@ func (e *serverExecutor) PreferenceGet(ctx context.Context, recipient string) (*
 }
 
 func (e *serverExecutor) PreferenceGetMany(ctx context.Context, recipients []string) ([]*serverstore.Preference, error) {
-	return query(ctx, e.db, scanPreference, sq.Get("PreferenceGetMany"), named{"recipients": recipients})
+	return queryPlanned(ctx, e.db, scanPreference, "PreferenceGetMany", sq.Get("PreferenceGetMany"), named{"recipients": recipients})
 }
 
 func (e *serverExecutor) PreferencePut(ctx context.Context, p *serverstore.Preference, now *time.Time) error {

@@ -469,6 +469,23 @@ func (e *executor) DeviceListByRecipients(ctx context.Context, recipients []stri
 	return queryList(ctx, e.conn(), scanDevice, q.Get("DeviceListByRecipients"), "recipients", recipients)
 }
 
+// ClaimRead runs the three reads one after the other: on a local file a
+// statement costs no round trip.
+func (e *executor) ClaimRead(ctx context.Context, p *driver.ClaimReadParams) (*driver.ClaimReadResult, error) {
+	r := &driver.ClaimReadResult{}
+	var err error
+	if r.Messages, err = e.MessageGetMany(ctx, p.MessageIDs); err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	if r.Devices, err = e.DeviceListByRecipients(ctx, p.Recipients); err != nil {
+		return nil, fmt.Errorf("devices: %w", err)
+	}
+	if r.Attempts, err = e.DeviceAttemptListByDeliveries(ctx, p.DeliveryIDs); err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	return r, nil
+}
+
 func (e *executor) DeviceAttemptListByDeliveries(ctx context.Context, ids []int64) ([]*driver.DeviceAttempt, error) {
 	return queryList(ctx, e.conn(), func(r scanner) (*driver.DeviceAttempt, error) {
 		a := &driver.DeviceAttempt{}

@@ -9,6 +9,7 @@
 //	go run ./internal/tools/loadgen -database postgres://…/db?search_path=bench -mode ingest
 //	go run ./internal/tools/loadgen -database /tmp/bench.db -mode fanout
 //	go run ./internal/tools/loadgen -database postgres://… -mode latency -rate 1000
+//	go run ./internal/tools/loadgen -database postgres://… -mode drain -count 20000 -cpuprofile drain.prof
 //
 // The database must be empty or disposable: loadgen migrates it and writes to it.
 package main
@@ -54,12 +55,13 @@ type options struct {
 	workers     bool
 	batch       int
 	dedupe      bool
+	count       int
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.database, "database", "", "PostgreSQL URL or SQLite path (required; its contents are disposable)")
-	flag.StringVar(&o.mode, "mode", "ingest", "ingest (1 recipient per POST, as fast as possible), fanout (many recipients per POST), latency (steady rate, POST→provider)")
+	flag.StringVar(&o.mode, "mode", "ingest", "ingest (1 recipient per POST, as fast as possible), fanout (many recipients per POST), latency (steady rate, POST→provider), drain (queue -count POSTs with the workers stopped, then time the workers alone)")
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "how long to send")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent HTTP clients (ingest, fanout)")
 	flag.IntVar(&o.rate, "rate", 1000, "notifications per second (latency)")
@@ -68,6 +70,7 @@ func main() {
 	flag.BoolVar(&o.workers, "workers", true, "run the delivery workers in the server while sending")
 	flag.IntVar(&o.batch, "batch", 0, "engine batch size (0 = default)")
 	flag.BoolVar(&o.dedupe, "dedupe", true, "send a dedupeKey with every POST (idempotent sends)")
+	flag.IntVar(&o.count, "count", 20000, "single-recipient notifications queued before the workers start (drain)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sending phase to this file")
 	flag.Parse()
 	profile = *cpuProfile
@@ -160,6 +163,9 @@ func run(ctx context.Context, o options) error {
 	if e := regErr.Load(); e != nil {
 		return e.(error)
 	}
+	if o.mode == "drain" {
+		return drain(ctx, o, call, names, time.Now().UnixNano(), fake, client)
+	}
 	if o.workers {
 		if err := client.Start(ctx); err != nil {
 			return err
@@ -167,16 +173,11 @@ func run(ctx context.Context, o options) error {
 		defer client.Stop(context.Background())
 	}
 	runID := time.Now().UnixNano()
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfile, err := startProfile()
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	fmt.Fprintf(os.Stderr, "mode %s on %s for %s…\n", o.mode, db.Name, o.duration)
 	switch o.mode {
 	case "ingest", "fanout":
@@ -185,6 +186,73 @@ func run(ctx context.Context, o options) error {
 		return latency(ctx, o, call, names, runID, fake)
 	}
 	return fmt.Errorf("unknown -mode %q", o.mode)
+}
+
+// startProfile starts the -cpuprofile profile, if asked for, and returns
+// what stops it.
+func startProfile() (func(), error) {
+	if profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(profile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// drain measures the workers alone, as the benchmark's "workers alone"
+// case does with two processes: -count single-recipient notifications are
+// queued over the API while the workers are stopped, then the workers start
+// and the clock (and the profile) runs until the fake has received them all.
+func drain(ctx context.Context, o options, call caller, names []string, runID int64, fake *pushtest.FakeServer, client interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+}) error {
+	fmt.Fprintf(os.Stderr, "queueing %d notifications…\n", o.count)
+	var seq, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range o.concurrency {
+		wg.Go(func() {
+			for n := seq.Add(1); n <= int64(o.count); n = seq.Add(1) {
+				body, _, _ := notification(o, names, n, runID)
+				code, resp, err := call("POST", "/v1/notifications", body)
+				if err != nil || code != http.StatusAccepted {
+					if failed.Add(1) <= 3 {
+						fmt.Fprintf(os.Stderr, "POST: %d %s %v\n", code, resp, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		return fmt.Errorf("%d POSTs failed", failed.Load())
+	}
+	stopProfile, err := startProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	fmt.Fprintln(os.Stderr, "draining…")
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	defer client.Stop(context.Background())
+	for fake.Count() < o.count {
+		if time.Since(start) > 5*time.Minute {
+			return fmt.Errorf("after 5 minutes, %d of %d sends", fake.Count(), o.count)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	fmt.Printf("mode=drain sends=%d in %.2fs: %.0f sends/s\n", o.count, elapsed.Seconds(), float64(o.count)/elapsed.Seconds())
+	return nil
 }
 
 type caller func(method, path string, body any) (int, []byte, error)
