@@ -400,7 +400,7 @@ var hotStatements = []struct {
 	name string
 	args map[string]string
 }{
-	{"DeliveryClaim", map[string]string{"now": "NULL", "max": "100", "lease_id": "7", "lease_us": "60000000"}},
+	{"DeliveryClaim", map[string]string{"now": "NULL", "max": "100", "lease_id": "7", "lease_us": "60000000", "no_campaign": "false"}},
 	{"MessageGetMany", map[string]string{"ids": idList(19000, 100)}},
 	{"DeviceListByRecipients", map[string]string{"recipients": arrayOf(1, 100, "r%d")}},
 	{"DeviceAttemptListByDeliveries", map[string]string{"delivery_ids": idList(19000, 100)}},
