@@ -486,10 +486,14 @@ func (c *Client[TTx]) CreateCampaign(ctx context.Context, spec CampaignSpec) (*C
 	if err != nil {
 		return nil, err
 	}
-	row, err := c.driver.Exec().CampaignInsert(ctx, &driver.Campaign{
+	row := &driver.Campaign{
 		Name: spec.Name, Status: driver.CampaignDraft, Content: parts.content, Audience: string(spec.Audience),
 		Filter: parts.filter, RatePerMinute: spec.RatePerMinute,
-	})
+	}
+	if now := c.now(); now != nil { // the client's clock when it has one, as for every other time
+		row.CreatedAt = *now
+	}
+	row, err = c.driver.Exec().CampaignInsert(ctx, row)
 	if err != nil {
 		return nil, fmt.Errorf("oncepush: create campaign: %w", err)
 	}

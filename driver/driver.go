@@ -301,7 +301,8 @@ type Executor interface {
 
 	// CampaignInsert writes a new campaign from its name, status, content,
 	// audience, filter, StartAt and RatePerMinute (the rest starts empty;
-	// CreatedAt and UpdatedAt are now) and returns it.
+	// CreatedAt and UpdatedAt are now: the given CreatedAt, the client's
+	// clock, or the database's when it is zero) and returns it.
 	CampaignInsert(ctx context.Context, c *Campaign) (*Campaign, error)
 	// CampaignGet returns one campaign, or ErrNotFound.
 	CampaignGet(ctx context.Context, id int64) (*Campaign, error)

@@ -153,6 +153,10 @@ func testCampaignLifecycle[TTx any](t *testing.T, h Harness[TTx]) {
 	if c.Status != oncepush.CampaignDraft || c.ID == 0 || c.MessageID != 0 {
 		t.Fatalf("created: %+v", c)
 	}
+	// One clock: the client's, like every other time it writes.
+	if !c.CreatedAt.Equal(b.clock.Now()) {
+		t.Fatalf("created at %s, want the client's clock, %s", c.CreatedAt, b.clock.Now())
+	}
 	spec := campaignSpec("draft two")
 	spec.Filter.Transports = []oncepush.Transport{oncepush.TransportFCM}
 	if c, err := b.client.UpdateCampaign(b.ctx, c.ID, spec); err != nil || c.Message.Title != "draft two" {

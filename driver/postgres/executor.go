@@ -741,7 +741,7 @@ func scanCampaign(r pgx.CollectableRow) (*driver.Campaign, error) {
 func (e *executor) CampaignInsert(ctx context.Context, c *driver.Campaign) (*driver.Campaign, error) {
 	out := *c
 	err := e.db.QueryRow(ctx, q.Get("CampaignInsert"), named{
-		"now": nil, "name": c.Name, "status": c.Status, "content": jsonArg(c.Content), "audience": c.Audience,
+		"now": nowOrNil(c.CreatedAt), "name": c.Name, "status": c.Status, "content": jsonArg(c.Content), "audience": c.Audience,
 		"filter": jsonArg(c.Filter), "start_at": c.StartAt, "rate_per_minute": c.RatePerMinute,
 	}).Scan(&out.ID, &out.CreatedAt)
 	out.UpdatedAt = out.CreatedAt
@@ -847,4 +847,13 @@ func (e *executor) SendWindowTake(ctx context.Context, p *driver.SendWindowParam
 func (e *executor) SendWindowDeleteBefore(ctx context.Context, t time.Time) (int, error) {
 	tag, err := e.db.Exec(ctx, q.Get("SendWindowDeleteBefore"), named{"before": t})
 	return int(tag.RowsAffected()), err
+}
+
+// nowOrNil is t as a statement's @now, or nil (the database's now()) when
+// it is zero.
+func nowOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
