@@ -2,34 +2,13 @@ package postgres_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver/postgres"
-	"github.com/oncepush/oncepush/internal/testdb"
 	"github.com/oncepush/oncepush/pushtest"
 )
-
-// tripCounter counts what a connection sends but the workers' wake-up
-// NOTIFY, which a send makes in the background.
-type tripCounter struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c tripCounter) Write(b []byte) (int, error) {
-	if !bytes.Contains(b, []byte("pg_notify")) {
-		c.n.Add(1)
-	}
-	return c.Conn.Write(b)
-}
 
 // TestBatchRoundTrips: a batch of a run costs a fixed number of round trips
 // to PostgreSQL, whatever its size — under a busy CPU each costs a
@@ -40,29 +19,8 @@ func (c tripCounter) Write(b []byte) (int, error) {
 func TestBatchRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg, err := pgxpool.ParseConfig(testdb.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // one connection, so its statement cache is warm after the first batch
-	var writes atomic.Int64
-	var dialer net.Dialer
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return tripCounter{c, &writes}, nil
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	drv := postgres.New(pool)
-	if _, err := drv.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The workers' wake-up (pg_notify after a send commits) is not the batch's.
+	drv, writes := roundTripDriver(t, func(b []byte) bool { return bytes.Contains(b, []byte("pg_notify")) })
 	fcm := pushtest.NewProvider(oncepush.TransportFCM)
 	c, err := oncepush.NewClient(drv, &oncepush.Config{Providers: []oncepush.Provider{fcm}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
