@@ -149,8 +149,8 @@ func (f *fake) waitReceived(ctx context.Context, n int) error {
 }
 
 // waitSettled waits until every request received has been answered (or
-// dropped, or abandoned): after a case with latency, before its receipts
-// are checked.
+// dropped, or abandoned), before a case's receipts are checked: a request
+// is recorded when it has been read, its status when it has been answered.
 func (f *fake) waitSettled(ctx context.Context) (fakepush.Stats, error) {
 	for {
 		st, err := f.stats(ctx)

@@ -218,6 +218,11 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 	if err := f.waitReceived(ctx, n); err != nil {
 		return 0, s.failure(err)
 	}
+	// The fake records a request when it has read it and its status when it
+	// has answered: on a busy machine the last one can be read unanswered.
+	if _, err := f.waitSettled(ctx); err != nil {
+		return 0, s.failure(err)
+	}
 	rs, err := f.receipts(ctx)
 	if err != nil {
 		return 0, err
