@@ -34,6 +34,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignRecipientFillingABatch", testCampaignRecipientFillingABatch[TTx]},
 		{"CampaignAtLocalTime", testCampaignAtLocalTime[TTx]},
 		{"TransactionalSendsFirst", testTransactionalSendsFirst[TTx]},
+		{"CampaignCeilingAcrossClients", testCampaignCeiling[TTx]},
 	}
 }
 

@@ -168,6 +168,17 @@ func visible(t *testing.T, ctx context.Context, sel string) {
 }
 
 // click clicks the element the CSS selector matches once it is visible.
+// deliverAndReadAgain expands the started campaigns and delivers them behind
+// the page, then presses "Read again".
+func deliverAndReadAgain(t *testing.T, ctx context.Context, e *env) {
+	t.Helper()
+	if _, err := e.client.ExpandCampaigns(context.WithoutCancel(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	click(t, ctx, "#campaign-refresh")
+}
+
 func click(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	visible(t, ctx, sel)
@@ -359,11 +370,7 @@ func TestConsoleCampaigns(t *testing.T) {
 	if got := shown(t, ctx, "#campaign-result"); !strings.Contains(got, fmt.Sprintf("Started: campaign %d is now sending", c.draft.ID)) {
 		t.Errorf("after start: %q", got)
 	}
-	if _, err := e.client.ExpandCampaigns(context.WithoutCancel(t.Context())); err != nil {
-		t.Fatal(err)
-	}
-	e.drain()
-	click(t, ctx, "#campaign-refresh")
+	deliverAndReadAgain(t, ctx, e)
 	waitCampaign(t, ctx, c.draft.ID, oncepush.CampaignCompleted)
 	if got := total(t, ctx, "sent"); got != 1 || !sentTo(e, c.draftToken) {
 		t.Errorf("the started draft: %d sent shown, the fake received it: %v", got, sentTo(e, c.draftToken))
@@ -423,11 +430,7 @@ func TestConsoleCampaigns(t *testing.T) {
 	}
 	confirmAction(t, ctx, "resume")
 	waitCampaign(t, ctx, c.autumn.ID, oncepush.CampaignSending)
-	if _, err := e.client.ExpandCampaigns(context.WithoutCancel(t.Context())); err != nil {
-		t.Fatal(err)
-	}
-	e.drain()
-	click(t, ctx, "#campaign-refresh")
+	deliverAndReadAgain(t, ctx, e)
 	waitCampaign(t, ctx, c.autumn.ID, oncepush.CampaignCompleted)
 	if got := total(t, ctx, "sent"); got != 1 || !sentTo(e, c.autumnToken) {
 		t.Errorf("the resumed campaign: %d sent shown, the fake received it: %v", got, sentTo(e, c.autumnToken))
