@@ -53,11 +53,22 @@ func TestQuickRun(t *testing.T) {
 			c.LatencyAtOnce == nil || c.LatencySlow == nil || c.Drain <= 0 || c.Saturation == nil {
 			t.Errorf("%s: a case gave no figure: %+v", name, c)
 		}
+		// CPU per send (D97): every part that ran is counted; the database
+		// only on PostgreSQL, where it is a process of its own.
+		for _, u := range []*cpuUse{c.CPUSingle, c.CPUFanout} {
+			if u == nil || u.Sends == 0 || u.WallS <= 0 || u.System <= 0 || u.Fake <= 0 || u.Load <= 0 ||
+				(u.Database > 0) != (name == "oncepush postgres") {
+				t.Errorf("%s: CPU use %+v: want the sends, the wall time and every part's share", name, u)
+			}
+		}
 		for _, l := range []*latencies{c.LatencyAtOnce, c.LatencySlow} {
 			if l != nil && (l.Missing != 0 || l.Sent != 200 || l.P50ms <= 0) {
 				t.Errorf("%s: latency %+v: want 200 sends, all matched with the fake's receipts", name, l)
 			}
 		}
+	}
+	if !strings.Contains(table.String(), "| single-token, fake at once | all of it | — |") {
+		t.Errorf("no CPU table, or gorush has a figure in it:\n%s", table.String())
 	}
 	if !strings.Contains(table.String(), "| case | gorush | oncepush postgres | oncepush sqlite |") {
 		t.Errorf("no table header in:\n%s", table.String())
@@ -115,5 +126,18 @@ func TestFlagErrors(t *testing.T) {
 		if flagName := strings.TrimPrefix(args[0], "-"); args[0][0] == '-' && !strings.Contains(stderr.String(), flagName) {
 			t.Errorf("%v: %q does not name the flag", args, stderr.String())
 		}
+	}
+}
+
+// statCPU reads utime and stime after the command, which may hold spaces
+// and parentheses of its own.
+func TestStatCPU(t *testing.T) {
+	line := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 99 1000 10 18446744073709551615\n"
+	got, err := statCPU(line)
+	if err != nil || got != 3.25 {
+		t.Errorf("statCPU = %v, %v; want 3.25 s (325 ticks)", got, err)
+	}
+	if _, err := statCPU("4242 (x) S 1 2"); err == nil {
+		t.Error("a short line was read")
 	}
 }

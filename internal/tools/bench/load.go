@@ -30,8 +30,11 @@ type system struct {
 	body func(key string, tokens []string) (body []byte, id string)
 	// tokens are the device tokens it can send to.
 	tokens []string
-	// proc is the server process: its pid (peak RSS) and its output.
+	// proc is the server process: its pid (peak RSS, CPU) and its output.
 	proc func() *proc
+	// postgres says the system's database is the local PostgreSQL server,
+	// whose processes' CPU is counted as the database's.
+	postgres bool
 	// idle says whether the system has nothing left to send, so that a
 	// case does not count what an earlier one (a failed one) left queued.
 	idle func(ctx context.Context) (bool, error)
@@ -130,10 +133,20 @@ func (f *firstError) set(err error) {
 
 // closedLoop posts posts notifications of per devices each from conns
 // connections as fast as they are answered, and returns the sends per
-// second from the first POST to the fake's receipt of the last send.
-func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, latency time.Duration) (float64, error) {
+// second from the first POST to the fake's receipt of the last send. When
+// cpu is not nil, the CPU each part of the machine used from the first POST
+// until the fake had received every send is added to it (D97).
+func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, latency time.Duration, cpu *cpuUse) (float64, error) {
 	if err := s.start(ctx, f, latency); err != nil {
 		return 0, err
+	}
+	parts := cpuParts{system: s.proc().pid(), fake: f.proc.pid(), postgres: s.postgres}
+	var before cpuSnapshot
+	if cpu != nil {
+		var err error
+		if before, err = parts.snapshot(); err != nil {
+			return 0, fmt.Errorf("CPU use: %w", err)
+		}
 	}
 	var seq atomic.Int64
 	var fail firstError
@@ -154,6 +167,13 @@ func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, 
 	want := posts * per
 	if err := f.waitReceived(ctx, want); err != nil {
 		return 0, s.failure(err)
+	}
+	if cpu != nil {
+		after, err := parts.snapshot()
+		if err != nil {
+			return 0, fmt.Errorf("CPU use: %w", err)
+		}
+		cpu.add(after.since(before, want))
 	}
 	if _, err := f.waitSettled(ctx); err != nil {
 		return 0, err

@@ -310,8 +310,9 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 		if err := fillHistory(ctx, database, o.historyFinished, o.historyFuture); err != nil {
 			col.Errors["history"] = err.Error()
 		} else {
+			col.CPUHistory = &cpuUse{}
 			col.History = repeat(ctx, o.runs, col, "history", func() (float64, error) {
-				return closedLoop(ctx, s, f, o.count, 1, o.conns, 0)
+				return closedLoop(ctx, s, f, o.count, 1, o.conns, 0, col.CPUHistory)
 			})
 		}
 	}
@@ -322,22 +323,24 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 func commonCases(ctx context.Context, o *options, s *system, f *fake, col *column, log io.Writer) {
 	// Not measured: connections, OAuth tokens, caches and the Go heap warm
 	// up first, for every system alike.
-	if _, err := closedLoop(ctx, s, f, min(o.count, 200), 1, o.conns, 0); err != nil {
+	if _, err := closedLoop(ctx, s, f, min(o.count, 200), 1, o.conns, 0, nil); err != nil {
 		col.Errors["warm-up"] = err.Error()
 		return
 	}
 	fmt.Fprintf(log, "bench: %s: %d single-token notifications ×%d, fake at once…\n", col.Name, o.count, o.runs)
+	col.CPUSingle = &cpuUse{}
 	col.SingleAtOnce = repeat(ctx, o.runs, col, "single", func() (float64, error) {
-		return closedLoop(ctx, s, f, o.count, 1, o.conns, 0)
+		return closedLoop(ctx, s, f, o.count, 1, o.conns, 0, col.CPUSingle)
 	})
 	fmt.Fprintf(log, "bench: %s: the same, fake after %s…\n", col.Name, o.latency)
 	col.SingleSlow = repeat(ctx, o.runs, col, "single-slow", func() (float64, error) {
-		return closedLoop(ctx, s, f, o.count, 1, o.conns, o.latency)
+		return closedLoop(ctx, s, f, o.count, 1, o.conns, o.latency, nil)
 	})
 	fmt.Fprintf(log, "bench: %s: fan-out, %d sends of %d devices…\n", col.Name, o.fanoutSends, o.fanoutTokens)
+	col.CPUFanout = &cpuUse{}
 	if err := resetPeakRSS(s.proc().pid()); err != nil {
 		col.Errors["fanout"] = err.Error()
-	} else if v, err := closedLoop(ctx, s, f, o.fanoutSends/o.fanoutTokens, o.fanoutTokens, o.fanoutConns, 0); err != nil {
+	} else if v, err := closedLoop(ctx, s, f, o.fanoutSends/o.fanoutTokens, o.fanoutTokens, o.fanoutConns, 0, col.CPUFanout); err != nil {
 		col.Errors["fanout"] = err.Error()
 	} else {
 		col.Fanout = v

@@ -121,9 +121,10 @@ func (o *oncepushServer) system(name string, recipients []string, runID string, 
 	}
 	s := &system{
 		name: name, url: o.base + "/v1/notifications", hc: o.hc, accepted: http.StatusAccepted,
-		header: http.Header{"Authorization": {"Bearer " + o.key}},
-		tokens: tokens,
-		proc:   func() *proc { return o.proc },
+		header:   http.Header{"Authorization": {"Bearer " + o.key}},
+		tokens:   tokens,
+		proc:     func() *proc { return o.proc },
+		postgres: strings.HasPrefix(o.database, "postgres"),
 		body: func(key string, tokens []string) ([]byte, string) {
 			rs := make([]string, len(tokens))
 			for i, t := range tokens {

@@ -43,6 +43,9 @@ type column struct {
 	Drain         float64           `json:"drainSendsPerS,omitempty"`
 	Saturation    *saturation       `json:"saturation,omitempty"`
 	History       []float64         `json:"historySendsPerS,omitempty"`
+	CPUSingle     *cpuUse           `json:"cpuSingleAtOnce,omitempty"` // every run of the case together
+	CPUFanout     *cpuUse           `json:"cpuFanout,omitempty"`
+	CPUHistory    *cpuUse           `json:"cpuHistory,omitempty"`
 	Errors        map[string]string `json:"errors,omitempty"`
 }
 
@@ -203,6 +206,7 @@ func (r *report) print(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	r.printCPU(w)
 	fmt.Fprintln(w, "\nTargets (issue 11):")
 	for _, t := range r.targets() {
 		fmt.Fprintf(w, "- %s: %s\n", t.what, t.verdict)
@@ -364,3 +368,65 @@ func verdict(ok bool, figure string) string {
 	}
 	return "UNMET (" + figure + ")"
 }
+
+// printCPU is the CPU each part of the machine used per send (D97), for
+// the cases that measured it, and the rate the machine's CPUs would allow
+// at that cost.
+func (r *report) printCPU(w io.Writer) {
+	cases := []struct {
+		title string
+		use   func(c *column) *cpuUse
+	}{
+		{"single-token, fake at once", func(c *column) *cpuUse { return c.CPUSingle }},
+		{"fan-out", func(c *column) *cpuUse { return c.CPUFanout }},
+		{"single-token with history", func(c *column) *cpuUse { return c.CPUHistory }},
+	}
+	parts := []struct {
+		name string
+		cell func(u *cpuUse) string
+	}{
+		{"the system (serve, gorush)", func(u *cpuUse) string { return micros(u.perSend(u.System)) }},
+		{"the database (postgres processes)", func(u *cpuUse) string { return micros(u.perSend(u.Database)) }},
+		{"the fake provider", func(u *cpuUse) string { return micros(u.perSend(u.Fake)) }},
+		{"the load generator", func(u *cpuUse) string { return micros(u.perSend(u.Load)) }},
+		{"the rest of the machine", func(u *cpuUse) string { return micros(u.perSend(u.Other)) }},
+		{"all of it", func(u *cpuUse) string { return micros(u.busy()) }},
+		{"idle, of every CPU's time", func(u *cpuUse) string {
+			return fmt.Sprintf("%.0f %%", 100*u.Idle/(u.WallS*float64(r.Machine.CPUs)))
+		}},
+		{"sends/s the CPUs allow at this cost", func(u *cpuUse) string {
+			return thousands(float64(r.Machine.CPUs) * 1e6 / u.busy())
+		}},
+	}
+	header := false
+	for _, cs := range cases {
+		if !slices.ContainsFunc(r.Columns, func(c *column) bool { u := cs.use(c); return u != nil && u.Sends > 0 }) {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nCPU per send, µs of user + system time (%d CPUs: %s µs of CPU a second):\n\n| case | part |", r.Machine.CPUs, thousands(float64(r.Machine.CPUs)*1e6))
+			for _, c := range r.Columns {
+				fmt.Fprintf(w, " %s |", c.Name)
+			}
+			fmt.Fprint(w, "\n|---|---|")
+			for range r.Columns {
+				fmt.Fprint(w, "---|")
+			}
+			fmt.Fprintln(w)
+			header = true
+		}
+		for _, p := range parts {
+			fmt.Fprintf(w, "| %s | %s |", cs.title, p.name)
+			for _, c := range r.Columns {
+				text := "—"
+				if u := cs.use(c); u != nil && u.Sends > 0 {
+					text = p.cell(u)
+				}
+				fmt.Fprintf(w, " %s |", text)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func micros(v float64) string { return fmt.Sprintf("%.0f", v) }

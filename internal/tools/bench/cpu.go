@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clockTicks is the unit of /proc's CPU times (USER_HZ), 100 on every
+// Linux architecture Go runs on.
+const clockTicks = 100
+
+// cpuUse is the CPU time (user + system, in seconds) each part of the
+// machine used while a case sent Sends sends (D97).
+type cpuUse struct {
+	Sends    int     `json:"sends"`
+	WallS    float64 `json:"wallS"`
+	System   float64 `json:"systemS"`   // serve or gorush
+	Database float64 `json:"databaseS"` // every postgres process (PostgreSQL only)
+	Fake     float64 `json:"fakeS"`
+	Load     float64 `json:"loadS"`  // this tool
+	Other    float64 `json:"otherS"` // the rest of the machine's busy time
+	Idle     float64 `json:"idleS"`  // the machine's idle time, every CPU
+}
+
+// add sums another run of the same case into u.
+func (u *cpuUse) add(v *cpuUse) {
+	u.Sends += v.Sends
+	u.WallS += v.WallS
+	u.System += v.System
+	u.Database += v.Database
+	u.Fake += v.Fake
+	u.Load += v.Load
+	u.Other += v.Other
+	u.Idle += v.Idle
+}
+
+// perSend is seconds of CPU as microseconds per send.
+func (u *cpuUse) perSend(s float64) float64 { return s / float64(u.Sends) * 1e6 }
+
+// busy is the CPU every part used, per send, in microseconds.
+func (u *cpuUse) busy() float64 {
+	return u.perSend(u.System + u.Database + u.Fake + u.Load + u.Other)
+}
+
+// cpuParts names the processes of a case: the system under test, the
+// fake, and whether the database is the local PostgreSQL server.
+type cpuParts struct {
+	system, fake int
+	postgres     bool
+}
+
+// cpuSnapshot is the CPU time used so far by each part.
+type cpuSnapshot struct {
+	at                           time.Time
+	system, database, fake, load float64
+	machineBusy, machineIdle     float64
+}
+
+func (p cpuParts) snapshot() (cpuSnapshot, error) {
+	s := cpuSnapshot{at: time.Now()}
+	var err error
+	if s.system, err = procCPU(p.system); err != nil {
+		return s, err
+	}
+	if s.fake, err = procCPU(p.fake); err != nil {
+		return s, err
+	}
+	if p.postgres {
+		if s.database, err = commandCPU("postgres"); err != nil {
+			return s, err
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return s, err
+	}
+	s.load = seconds(ru.Utime) + seconds(ru.Stime)
+	s.machineBusy, s.machineIdle, err = machineCPU()
+	return s, err
+}
+
+// since is the use between an earlier snapshot and s, for sends sends.
+func (s cpuSnapshot) since(before cpuSnapshot, sends int) *cpuUse {
+	u := &cpuUse{
+		Sends: sends, WallS: s.at.Sub(before.at).Seconds(),
+		System: s.system - before.system, Database: s.database - before.database,
+		Fake: s.fake - before.fake, Load: s.load - before.load,
+		Idle: s.machineIdle - before.machineIdle,
+	}
+	// Processes that came and went (a database backend, a build) are in
+	// the machine's busy time only: they are "other", as is the kernel's
+	// own work. Never below zero, as the two clocks tick apart.
+	u.Other = max(0, s.machineBusy-before.machineBusy-u.System-u.Database-u.Fake-u.Load)
+	return u
+}
+
+func seconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+
+// procCPU is a process's user + system time, from /proc/PID/stat.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return statCPU(string(b))
+}
+
+// statCPU reads utime and stime (fields 14 and 15) from a /proc/PID/stat
+// line; the command (field 2) is in parentheses and may hold spaces.
+func statCPU(line string) (float64, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat %q: no command", line)
+	}
+	f := strings.Fields(line[i+1:]) // from field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat %q: %d fields", line, len(f))
+	}
+	var ticks float64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat %q: %w", line, err)
+		}
+		ticks += float64(v)
+	}
+	return ticks / clockTicks, nil
+}
+
+// commandCPU sums the CPU time of every process whose command is name (a
+// process that ends between the listing and its read is skipped).
+func commandCPU(name string) (float64, error) {
+	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		line := string(b)
+		if !strings.Contains(line, "("+name+")") {
+			continue
+		}
+		v, err := statCPU(line)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// machineCPU is the machine's busy and idle time over every CPU, from the
+// first line of /proc/stat (idle includes waiting for I/O).
+func machineCPU() (busy, idle float64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: %q", line)
+	}
+	// user nice system idle iowait irq softirq steal (guest time is
+	// already in user).
+	for i, s := range f[1:min(len(f), 9)] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i == 3 || i == 4 {
+			idle += float64(v)
+		} else {
+			busy += float64(v)
+		}
+	}
+	return busy / clockTicks, idle / clockTicks, nil
+}
