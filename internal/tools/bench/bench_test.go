@@ -37,6 +37,10 @@ func TestQuickRun(t *testing.T) {
 	if rep.CeilingError != "" || len(rep.Ceiling) != 2 || rep.Ceiling[100] <= 0 || rep.Ceiling[500] <= 0 {
 		t.Errorf("ledger ceiling: %v %q", rep.Ceiling, rep.CeilingError)
 	}
+	if f := rep.Floor; rep.FloorError != "" || f == nil || f.Sends != 400 || f.SendsPerS <= 0 || f.CPU.Database <= 0 ||
+		rep.ledgerFloor() <= 0 || !strings.Contains(table.String(), "the ledger alone allows at most") {
+		t.Errorf("insert floor: %+v %q", f, rep.FloorError)
+	}
 	if g := rep.column("gorush"); g == nil || g.NotRun == "" || !strings.Contains(table.String(), "not run") {
 		t.Errorf("the gorush column does not say it was not run")
 	}

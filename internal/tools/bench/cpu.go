@@ -101,8 +101,12 @@ func (s cpuSnapshot) since(before cpuSnapshot, sends int) *cpuUse {
 
 func seconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
 
-// procCPU is a process's user + system time, from /proc/PID/stat.
+// procCPU is a process's user + system time, from /proc/PID/stat (none
+// for pid 0: a part the case does not have).
 func procCPU(pid int) (float64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err

@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -217,6 +218,13 @@ func run(ctx context.Context, o *options, log io.Writer) (rep *report, err error
 	if rep.Ceiling, err = ceiling(ctx, td, o, dir, rep); err != nil {
 		rep.CeilingError = err.Error()
 		fmt.Fprintln(log, "bench: ceiling:", err)
+	}
+	if slices.Contains(o.drivers, "postgres") {
+		fmt.Fprintln(log, "bench: insert floor…")
+		if rep.Floor, err = floor(ctx, td, o, rep); err != nil {
+			rep.FloorError = err.Error()
+			fmt.Fprintln(log, "bench: insert floor:", err)
+		}
 	}
 	if ctx.Err() != nil {
 		return rep, ctx.Err()

@@ -21,6 +21,8 @@ type report struct {
 	Options      map[string]any  `json:"options"`
 	Ceiling      map[int]float64 `json:"ceilingRowsPerS,omitempty"`
 	CeilingError string          `json:"ceilingError,omitempty"`
+	Floor        *insertFloor    `json:"insertFloor,omitempty"`
+	FloorError   string          `json:"insertFloorError,omitempty"`
 	Columns      []*column       `json:"columns"`
 	TempDir      string          `json:"tempDir"`
 
@@ -105,7 +107,7 @@ func median(v []float64) float64 {
 
 // failed says whether a case of a system that ran did not give a figure.
 func (r *report) failed() bool {
-	if r.CeilingError != "" {
+	if r.CeilingError != "" || r.FloorError != "" {
 		return true
 	}
 	for _, c := range r.Columns {
@@ -150,6 +152,16 @@ func (r *report) print(w io.Writer) {
 			parts = append(parts, fmt.Sprintf("batch %d: %s rows/s", b, thousands(r.Ceiling[b])))
 		}
 		fmt.Fprintf(w, "Ledger ceiling (pgbench claim + record, %v clients): %s\n\n", r.Options["pgbenchClients"], strings.Join(parts, "; "))
+	}
+	if r.FloorError != "" {
+		fmt.Fprintf(w, "Insert floor: FAILED: %s\n\n", r.FloorError)
+	} else if f := r.Floor; f != nil {
+		fmt.Fprintf(w, "Insert floor (the API's writes alone, %d sends a commit, a recorded request each, %v clients): %s sends/s, the database %s µs of CPU a send",
+			floorGroup, r.Options["pgbenchClients"], thousands(f.SendsPerS), micros(f.CPU.perSend(f.CPU.Database)))
+		if top := r.Ceiling[100]; top > 0 {
+			fmt.Fprintf(w, "; with the claim + record at batch 100, the ledger alone allows at most %s sends/s on this machine", thousands(r.ledgerFloor()))
+		}
+		fmt.Fprint(w, "\n\n")
 	}
 	g := r.column("gorush")
 	fmt.Fprint(w, "| case |")
@@ -430,3 +442,17 @@ func (r *report) printCPU(w io.Writer) {
 }
 
 func micros(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+// ledgerFloor is the most sends a second the ledger's own writes allow on
+// this machine, each measured with the machine to itself: a send is
+// written once (the insert floor) and claimed and recorded once (the
+// ceiling at batch 100), so its time is the sum of the two. Everything
+// else a send needs (the server, the mark, the reads, the provider) only
+// lowers it (D98).
+func (r *report) ledgerFloor() float64 {
+	top := r.Ceiling[100]
+	if r.Floor == nil || r.Floor.SendsPerS <= 0 || top <= 0 {
+		return 0
+	}
+	return 1 / (1/r.Floor.SendsPerS + 1/top)
+}
