@@ -59,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 		}
 		// CPU per send (D97): every part that ran is counted; the database
 		// only on PostgreSQL, where it is a process of its own.
-		for _, u := range []*cpuUse{c.CPUSingle, c.CPUFanout} {
+		for _, u := range []*cpuUse{c.CPUSingle, c.CPUFanout, c.CPUDrain} {
 			if u == nil || u.Sends == 0 || u.WallS <= 0 || u.System <= 0 || u.Fake <= 0 || u.Load <= 0 ||
 				(u.Database > 0) != (name == "oncepush postgres") {
 				t.Errorf("%s: CPU use %+v: want the sends, the wall time and every part's share", name, u)

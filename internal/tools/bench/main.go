@@ -307,7 +307,8 @@ func benchOncepush(ctx context.Context, td *teardown, o *options, bin, dir, driv
 		col.Saturation = sat
 	}
 	fmt.Fprintf(log, "bench: %s: workers alone, %d queued…\n", col.Name, o.drainCount)
-	if d, err := srv.drain(ctx, s, f, o.drainCount, o.conns); err != nil {
+	col.CPUDrain = &cpuUse{}
+	if d, err := srv.drain(ctx, s, f, o.drainCount, o.conns, col.CPUDrain); err != nil {
 		col.Errors["drain"] = err.Error()
 	} else {
 		col.Drain = d

@@ -185,8 +185,10 @@ func (o *oncepushServer) register(ctx context.Context, n int) ([]string, error) 
 // drain measures the workers alone: n single-device notifications queued
 // by a server without workers, then a server with workers started; the
 // rate runs from the fake's first receipt to its last (the start-up of the
-// process is not counted). The server is left running with workers.
-func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns int) (float64, error) {
+// process is not counted). The CPU each part used from the start of the
+// workers' server until the fake had every send is added to cpu. The
+// server is left running with workers.
+func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns int, cpu *cpuUse) (float64, error) {
 	// Wait until the earlier cases' work is sent, while there are workers.
 	if err := s.start(ctx, f, 0); err != nil {
 		return 0, err
@@ -212,6 +214,10 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 		return 0, fail.err
 	}
 	o.stop()
+	before, err := cpuParts{fake: f.proc.pid(), postgres: s.postgres}.snapshot()
+	if err != nil {
+		return 0, fmt.Errorf("CPU use: %w", err)
+	}
 	if err := o.start(ctx, true); err != nil {
 		return 0, err
 	}
@@ -219,6 +225,12 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 	if err := f.waitReceived(ctx, n); err != nil {
 		return 0, s.failure(err)
 	}
+	// The new server's CPU is all of its life so far: from zero.
+	after, err := cpuParts{system: o.proc.pid(), fake: f.proc.pid(), postgres: s.postgres}.snapshot()
+	if err != nil {
+		return 0, fmt.Errorf("CPU use: %w", err)
+	}
+	cpu.add(after.since(before, n))
 	// The fake records a request when it has read it and its status when it
 	// has answered: on a busy machine the last one can be read unanswered.
 	if _, err := f.waitSettled(ctx); err != nil {

@@ -48,6 +48,7 @@ type column struct {
 	CPUSingle     *cpuUse           `json:"cpuSingleAtOnce,omitempty"` // every run of the case together
 	CPUFanout     *cpuUse           `json:"cpuFanout,omitempty"`
 	CPUHistory    *cpuUse           `json:"cpuHistory,omitempty"`
+	CPUDrain      *cpuUse           `json:"cpuDrain,omitempty"`
 	Errors        map[string]string `json:"errors,omitempty"`
 }
 
@@ -392,6 +393,7 @@ func (r *report) printCPU(w io.Writer) {
 		{"single-token, fake at once", func(c *column) *cpuUse { return c.CPUSingle }},
 		{"fan-out", func(c *column) *cpuUse { return c.CPUFanout }},
 		{"single-token with history", func(c *column) *cpuUse { return c.CPUHistory }},
+		{"workers alone (drain)", func(c *column) *cpuUse { return c.CPUDrain }},
 	}
 	parts := []struct {
 		name string
