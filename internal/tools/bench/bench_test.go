@@ -145,3 +145,13 @@ func TestStatCPU(t *testing.T) {
 		t.Error("a short line was read")
 	}
 }
+
+// The database's share counts a backend that started between the
+// snapshots whole, and one that ended not at all (never below zero).
+func TestDatabaseSince(t *testing.T) {
+	before := map[int]float64{10: 1.0, 11: 2.0, 12: 5.0}
+	now := map[int]float64{10: 1.5, 11: 2.25, 20: 0.5} // 12 ended, 20 began
+	if got := databaseSince(now, before); got != 1.25 {
+		t.Errorf("databaseSince = %v, want 1.25", got)
+	}
+}

@@ -56,9 +56,10 @@ type cpuParts struct {
 
 // cpuSnapshot is the CPU time used so far by each part.
 type cpuSnapshot struct {
-	at                           time.Time
-	system, database, fake, load float64
-	machineBusy, machineIdle     float64
+	at                       time.Time
+	system, fake, load       float64
+	database                 map[int]float64 // by pid
+	machineBusy, machineIdle float64
 }
 
 func (p cpuParts) snapshot() (cpuSnapshot, error) {
@@ -88,7 +89,7 @@ func (p cpuParts) snapshot() (cpuSnapshot, error) {
 func (s cpuSnapshot) since(before cpuSnapshot, sends int) *cpuUse {
 	u := &cpuUse{
 		Sends: sends, WallS: s.at.Sub(before.at).Seconds(),
-		System: s.system - before.system, Database: s.database - before.database,
+		System: s.system - before.system, Database: databaseSince(s.database, before.database),
 		Fake: s.fake - before.fake, Load: s.load - before.load,
 		Idle: s.machineIdle - before.machineIdle,
 	}
@@ -97,6 +98,20 @@ func (s cpuSnapshot) since(before cpuSnapshot, sends int) *cpuUse {
 	// own work. Never below zero, as the two clocks tick apart.
 	u.Other = max(0, s.machineBusy-before.machineBusy-u.System-u.Database-u.Fake-u.Load)
 	return u
+}
+
+// databaseSince is the CPU the database's processes used between two
+// snapshots: each process's growth, or all of its time for one that
+// started in between. A process that ended in between took its time with
+// it: what it used since the first snapshot is in the machine's busy time,
+// so in "other", never a negative share (a server's backends end when it
+// stops).
+func databaseSince(now, before map[int]float64) float64 {
+	var total float64
+	for pid, v := range now {
+		total += v - before[pid]
+	}
+	return total
 }
 
 func seconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
@@ -136,14 +151,14 @@ func statCPU(line string) (float64, error) {
 	return ticks / clockTicks, nil
 }
 
-// commandCPU sums the CPU time of every process whose command is name (a
-// process that ends between the listing and its read is skipped).
-func commandCPU(name string) (float64, error) {
+// commandCPU is the CPU time of every process whose command is name, by
+// pid (a process that ends between the listing and its read is skipped).
+func commandCPU(name string) (map[int]float64, error) {
 	paths, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total float64
+	out := map[int]float64{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -155,11 +170,12 @@ func commandCPU(name string) (float64, error) {
 		}
 		v, err := statCPU(line)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		total += v
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		out[pid] = v
 	}
-	return total, nil
+	return out, nil
 }
 
 // machineCPU is the machine's busy and idle time over every CPU, from the
