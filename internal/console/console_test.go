@@ -30,7 +30,8 @@ func login(t *testing.T, ctx context.Context, e *env, key string) {
 func signedIn(t *testing.T, ctx context.Context, e *env, key string) {
 	t.Helper()
 	login(t, ctx, e, key)
-	do(t, ctx, chromedp.WaitVisible(chromedp.ID("nav")), chromedp.WaitVisible(chromedp.CSS(`#view h1`)))
+	waitVisible(t, ctx, chromedp.ID("nav"), "#nav")
+	waitVisible(t, ctx, chromedp.CSS(`#view h1`), "#view h1")
 }
 
 // wantRefused waits for the problem the console shows, and checks that no

@@ -251,8 +251,19 @@ func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 // it is visible.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(sel)))
+	waitVisible(t, ctx, chromedp.CSS(sel), sel)
 	return run(t, ctx, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// waitVisible waits for what sel selects to be visible, for at most
+// waitLimit, and fails the test naming what (as written) it waited for.
+func waitVisible[S chromedp.Selectable](t *testing.T, ctx context.Context, sel S, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(sel)); err != nil {
+		t.Fatalf("waiting for %s to be visible: %v", what, err)
+	}
 }
 
 // waitLimit bounds every wait for the browser: far beyond what a loaded
