@@ -165,15 +165,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprint(w, "\n\n")
 	}
 	g := r.column("gorush")
-	fmt.Fprint(w, "| case |")
-	for _, c := range r.Columns {
-		fmt.Fprintf(w, " %s |", c.Name)
-	}
-	fmt.Fprint(w, "\n|---|")
-	for range r.Columns {
-		fmt.Fprint(w, "---|")
-	}
-	fmt.Fprintln(w)
+	r.tableHeader(w, "case")
 	o := r.Options
 	rows := []struct {
 		title string
@@ -418,15 +410,8 @@ func (r *report) printCPU(w io.Writer) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\nCPU per send, µs of user + system time (%d CPUs: %s µs of CPU a second):\n\n| case | part |", r.Machine.CPUs, thousands(float64(r.Machine.CPUs)*1e6))
-			for _, c := range r.Columns {
-				fmt.Fprintf(w, " %s |", c.Name)
-			}
-			fmt.Fprint(w, "\n|---|---|")
-			for range r.Columns {
-				fmt.Fprint(w, "---|")
-			}
-			fmt.Fprintln(w)
+			fmt.Fprintf(w, "\nCPU per send, µs of user + system time (%d CPUs: %s µs of CPU a second):\n\n", r.Machine.CPUs, thousands(float64(r.Machine.CPUs)*1e6))
+			r.tableHeader(w, "case", "part")
 			header = true
 		}
 		for _, p := range parts {
@@ -457,4 +442,14 @@ func (r *report) ledgerFloor() float64 {
 		return 0
 	}
 	return 1 / (1/r.Floor.SendsPerS + 1/top)
+}
+
+// tableHeader prints a Markdown table's header: the leading columns, then
+// one per system.
+func (r *report) tableHeader(w io.Writer, lead ...string) {
+	names := slices.Clone(lead)
+	for _, c := range r.Columns {
+		names = append(names, c.Name)
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(names, " | "), strings.Repeat("---|", len(names)))
 }
