@@ -110,8 +110,7 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return renameField(err)
 	}
-	writeJSON(w, http.StatusAccepted, sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates, Duplicate: res.Replayed})
-	return nil
+	return replyJSON(w, http.StatusAccepted, sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates, Duplicate: res.Replayed})
 }
 
 func deref(s *string) string {
@@ -229,8 +228,7 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	for _, st := range allStatuses {
 		v.Counts[string(st)] = counts[st]
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return replyJSON(w, http.StatusOK, v)
 }
 
 // The answers' delivery types are the API's wire format (package api),
@@ -340,8 +338,7 @@ func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) 
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return replyJSON(w, http.StatusOK, out)
 }
 
 // cancelView is the answer to a cancel.
@@ -366,8 +363,7 @@ func (s *Server[TTx]) cancelNotification(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, cancelView{ID: id, Canceled: res.Canceled, InFlight: res.InFlight})
-	return nil
+	return replyJSON(w, http.StatusOK, cancelView{ID: id, Canceled: res.Canceled, InFlight: res.InFlight})
 }
 
 func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) error {
@@ -404,8 +400,7 @@ func writeDeliveryPage(w http.ResponseWriter, r *http.Request, list func(ctx con
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page(ds, limit))
-	return nil
+	return replyJSON(w, http.StatusOK, page(ds, limit))
 }
 
 // page cuts one extra row off to learn whether there is a next page.

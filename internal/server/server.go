@@ -175,7 +175,18 @@ func (s *Server[TTx]) Handler() http.Handler {
 	if s.accessLog {
 		h = s.accessLogged(h)
 	}
-	return h
+	return nosniff(h)
+}
+
+// nosniff marks every answer, whoever writes it (a handler, a refusal, the
+// mux's 404 and 405, /metrics, the static files), as the type it says it
+// is: a browser must not sniff a JSON answer holding someone's text into
+// HTML and run it.
+func nosniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // loneSlash finds the route whose path parameter a path gives as a slash
@@ -248,7 +259,7 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
-	return cleanPathsOnly(mux)
+	return nosniff(cleanPathsOnly(mux))
 }
 
 // handlerFunc is an API handler: it writes its answer, or returns an error that
@@ -453,8 +464,7 @@ func unavailable(err error) *Problem {
 }
 
 func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version})
-	return nil
+	return replyJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version})
 }
 
 // readyz: the database answers and is migrated to exactly this build's
@@ -477,8 +487,7 @@ func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 		writeProblem(w, r, problem(http.StatusServiceUnavailable, CodeUnavailable, detail))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	return nil
+	return replyJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // checkSchema is Client.CheckSchema for the engine's migrations, then the
