@@ -79,6 +79,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DedupConcurrent", testDedupConcurrent[TTx]},
 		{"DedupKeyFreeAfterRetention", testDedupFreedByRetention[TTx]},
 		{"ValidationWritesNothing", testValidation[TTx]},
+		{"TimesTheAPICanWrite", testTimesTheAPICanWrite[TTx]},
 		{"HTTPImageDropped", testHTTPImageDropped[TTx]},
 		{"ScheduledWaitsForClock", testScheduled[TTx]},
 		{"ConcurrentClientsSendEachPairOnce", testConcurrentClients[TTx]},

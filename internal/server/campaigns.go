@@ -408,9 +408,14 @@ func (s *Server[TTx]) scheduleCampaign(w http.ResponseWriter, r *http.Request) e
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	at, err := time.Parse(time.RFC3339Nano, req.StartAt)
+	at, err := parseDateTime("startAt", req.StartAt)
 	if err != nil {
-		return fieldProblem(CodeInvalidField, "startAt", "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+		return err
+	}
+	if at.IsZero() {
+		// The library's "no time": say what to send instead.
+		return fieldProblem(CodeInvalidField, "startAt",
+			"0001-01-01T00:00:00Z cannot be told from no time here: give a later time (one in the past starts the campaign at once)")
 	}
 	c, err := s.client.ScheduleCampaign(r.Context(), id, at)
 	if err != nil {
