@@ -116,6 +116,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"RecordLivesWithItsKey", testRecordLivesWithItsKey[TTx]},
 		{"RecordFreedWithRecipients", testRecordFreedWithRecipients[TTx]},
 		{"MessageReads", testMessageReads[TTx]},
+		{"BacklogPerLane", testBacklogPerLane[TTx]},
 		{"MessageList", testMessageList[TTx]},
 		{"CancelPending", testCancelPending[TTx]},
 		{"CancelInFlight", testCancelInFlight[TTx]},
