@@ -160,8 +160,10 @@ func (l *LocalTime) check() error {
 	if _, err := time.Parse(time.DateOnly, l.Date); err != nil {
 		return invalid("localTime.date", "%q is not a date such as 2027-03-28", l.Date)
 	}
-	if _, err := time.Parse("15:04", l.Time); err != nil {
-		return invalid("localTime.time", "%q is not a time of day such as 09:00", l.Time)
+	// Two digits each, as the API's document has it: time.Parse alone
+	// takes "9:00".
+	if _, err := time.Parse("15:04", l.Time); err != nil || len(l.Time) != len("15:04") {
+		return invalid("localTime.time", "%q is not a time of day HH:MM such as 09:00", l.Time)
 	}
 	if l.DefaultZone != "" {
 		if _, err := time.LoadLocation(l.DefaultZone); err != nil || l.DefaultZone == "Local" {
@@ -329,6 +331,13 @@ func (c *clientCore) checkCampaign(s *CampaignSpec) (*campaignParts, error) {
 		}
 		if s.Lifetime > MaxLifetime-localZoneSpan {
 			return nil, invalid("lifetime", "with a local time, at most %s (the zones' readings of it span %s)", MaxLifetime-localZoneSpan, localZoneSpan)
+		}
+		// The message lives from the first zone's reading to the last
+		// one's plus the lifetime (startLocked): that must be writable.
+		first := s.LocalTime.instant(time.FixedZone("UTC+14", 14*3600))
+		if first.After(latestTime.Add(-(cmp.Or(s.Lifetime, c.cfg.MessageLifetime) + localZoneSpan))) {
+			return nil, invalid("localTime.date", "%s %s in the last time zone (UTC-12), with the lifetime, would end after %s, the latest time RFC 3339 writes",
+				s.LocalTime.Date, s.LocalTime.Time, LatestTime)
 		}
 	}
 	f, err := c.checkFilter(s.Filter)
@@ -579,9 +588,25 @@ func (c *Client[TTx]) ScheduleCampaign(ctx context.Context, id int64, at time.Ti
 	if at.IsZero() {
 		return nil, invalid("startAt", "must be a time")
 	}
+	if at.Before(earliestTime) {
+		return nil, invalid("startAt", "%s is before %s, the earliest time RFC 3339 writes", at.UTC().Format(time.RFC3339), EarliestTime)
+	}
 	return c.changeCampaign(ctx, id, "schedule", func(_ context.Context, _ driver.Executor, row *driver.Campaign) error {
 		if row.Status != driver.CampaignDraft && row.Status != driver.CampaignScheduled {
 			return &CampaignStateError{ID: id, Status: CampaignStatus(row.Status), Op: "schedule"}
+		}
+		// Started at at, its message must expire by LatestTime, as a
+		// send's must (a local time's own reach was checked when stored).
+		spec, err := specFromRow(row)
+		if err != nil {
+			return err
+		}
+		lifetime := cmp.Or(spec.Lifetime, c.cfg.MessageLifetime)
+		if spec.LocalTime != nil {
+			lifetime += localZoneSpan
+		}
+		if err := endsInTime("startAt", at, lifetime); err != nil {
+			return err
 		}
 		row.Status, row.StartAt = driver.CampaignScheduled, &at
 		return nil

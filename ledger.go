@@ -229,6 +229,19 @@ type Backlog struct {
 	// OldestAge is how long the oldest due delivery has been due; 0 when
 	// none is.
 	OldestAge time.Duration
+	// Transactional and Campaign are the same for each lane: a campaign's
+	// deliveries wait in a lane of their own, which the claim takes from
+	// only after the other, so a send's wait is the transactional lane's.
+	Transactional, Campaign BacklogLane
+}
+
+// BacklogLane is one lane's due backlog.
+type BacklogLane struct {
+	// Due counts the lane's due pending deliveries, at most the limit.
+	Due int
+	// OldestAge is how long its oldest due delivery has been due; 0 when
+	// none is.
+	OldestAge time.Duration
 }
 
 // Backlog reads the due backlog on the client's clock, counting at most limit
@@ -238,11 +251,16 @@ func (c *Client[TTx]) Backlog(ctx context.Context, limit int) (Backlog, error) {
 	if limit < 1 {
 		return Backlog{}, invalid("limit", "must be at least 1")
 	}
-	n, age, err := c.driver.Exec().DeliveryDueStats(ctx, c.now(), limit)
+	st, err := c.driver.Exec().DeliveryDueStats(ctx, c.now(), limit)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("oncepush: read the backlog: %w", err)
 	}
-	return Backlog{Due: n, OldestAge: age}, nil
+	t, cp := st.Transactional, st.Campaign
+	return Backlog{
+		Due: min(t.Count+cp.Count, limit), OldestAge: max(t.OldestAge, cp.OldestAge),
+		Transactional: BacklogLane{Due: t.Count, OldestAge: t.OldestAge},
+		Campaign:      BacklogLane{Due: cp.Count, OldestAge: cp.OldestAge},
+	}, nil
 }
 
 // MessageStatus selects messages by whether they still have work:

@@ -75,7 +75,9 @@ type SendOptions struct {
 	// is sent at once if its lifetime has not ended; one whose lifetime has
 	// ended is refused (a *ValidationError naming scheduledAt), unless the
 	// send has a DedupKey: a retry must answer as the send it repeats, so its
-	// deliveries are written and expire, their last error saying why.
+	// deliveries are written and expire, their last error saying why. A
+	// time before EarliestTime, or whose lifetime ends after LatestTime, is
+	// refused with or without a key: it could not be written back.
 	ScheduledAt time.Time
 	// Lifetime bounds how long after ScheduledAt the notification may still be
 	// sent; after it, the delivery ends expired. Zero means Config.MessageLifetime
@@ -131,9 +133,34 @@ const (
 	MaxPayloadBytes = 4096
 	// MaxLifetime is the longest lifetime (FCM's TTL limit).
 	MaxLifetime = 28 * 24 * time.Hour
-	maxTypeLen  = 100
-	maxKeyLen   = 200
+	// LatestTime is the latest a notification's expiry (ScheduledAt plus
+	// its lifetime) or a campaign's may be, in RFC 3339: its last second.
+	// A later time could be stored and never written back: RFC 3339 and
+	// encoding/json have four digits for the year.
+	LatestTime = "9999-12-31T23:59:59Z"
+	// EarliestTime is the earliest a ScheduledAt may be, in RFC 3339,
+	// for the same reason.
+	EarliestTime = "0000-01-01T00:00:00Z"
+	maxTypeLen   = 100
+	maxKeyLen    = 200
 )
+
+// latestTime and earliestTime are LatestTime and EarliestTime.
+var (
+	latestTime   = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	earliestTime = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// endsInTime refuses, naming field, a notification that from at for
+// lifetime would expire after LatestTime: its times could not be written
+// back. (Compared so that no addition can overflow.)
+func endsInTime(field string, at time.Time, lifetime time.Duration) error {
+	if at.After(latestTime.Add(-lifetime)) {
+		return invalid(field, "%s with a lifetime of %s would expire after %s, the latest time RFC 3339 writes: give an earlier time",
+			at.UTC().Format(time.RFC3339), lifetime, LatestTime)
+	}
+	return nil
+}
 
 // prepared is a validated send, ready to write.
 type prepared struct {
@@ -254,6 +281,16 @@ func (c *clientCore) prepareContent(p *prepared, msg *Message, opts *SendOptions
 	// replay, or duplicates); what it does write expires at its claim, saying
 	// why. Without Config.Clock, "now" is this process's clock, not the
 	// database's: they differ by the hosts' skew.
+	// A time the API could not write back is refused whatever the key: no
+	// earlier send can have written it.
+	if at := opts.ScheduledAt; !at.IsZero() {
+		if at.Before(earliestTime) {
+			return invalid("scheduledAt", "%s is before %s, the earliest time RFC 3339 writes", at.UTC().Format(time.RFC3339), EarliestTime)
+		}
+		if err := endsInTime("scheduledAt", at, p.lifetime); err != nil {
+			return err
+		}
+	}
 	if at := opts.ScheduledAt; !at.IsZero() && opts.DedupKey == "" && !at.Add(p.lifetime).After(c.clockNow()) {
 		return invalid("scheduledAt", "%s is so far in the past that its lifetime (%s) has ended: "+
 			"give a later time, none (now), or a longer lifetime", at.UTC().Format(time.RFC3339), p.lifetime)

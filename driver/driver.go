@@ -292,10 +292,11 @@ type Executor interface {
 	MessageSweepOrphans(ctx context.Context, p *SweepParams) (deleted int, last int64, err error)
 	// DeliveryOverdue counts pending deliveries due before now-Age, and the oldest due time.
 	DeliveryOverdue(ctx context.Context, p *CleanupParams) (count int, oldest time.Time, err error)
-	// DeliveryDueStats reports the number of due pending deliveries, counting
-	// no more than max of them (so that its cost is bounded however large the
-	// backlog), and the age of the oldest.
-	DeliveryDueStats(ctx context.Context, now *time.Time, max int) (count int, oldestAge time.Duration, err error)
+	// DeliveryDueStats reports, for each lane (transactional, campaign), the
+	// number of due pending deliveries, counting no more than max of them
+	// (so that its cost is bounded however large the backlog), and the age
+	// of the oldest.
+	DeliveryDueStats(ctx context.Context, now *time.Time, max int) (DueStats, error)
 
 	// --- campaigns (migration 6)
 
@@ -853,4 +854,18 @@ func AttachAttempts(ctx context.Context, ex Executor, ds []*Delivery) ([]*Delive
 		byID[a.DeliveryID].Devices = append(byID[a.DeliveryID].Devices, a)
 	}
 	return ds, nil
+}
+
+// DueStats is the due backlog of each lane: a campaign's deliveries wait in
+// a lane of their own, claimed after the other (Delivery.Campaign).
+type DueStats struct {
+	Transactional, Campaign DueLane
+}
+
+// DueLane is one lane's due backlog.
+type DueLane struct {
+	// Count is the number of due pending deliveries, at most the max asked.
+	Count int
+	// OldestAge is how long the oldest has been due; 0 when none is.
+	OldestAge time.Duration
 }

@@ -161,3 +161,35 @@ func testMessageList[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// testBacklogPerLane: the backlog is read per lane, each capped on its own
+// and with its own oldest age, so that a campaign's due deliveries — all due
+// at its start, and claimed only after the transactional lane — are not
+// taken for the wait of a send, which joins the transactional lane.
+func testBacklogPerLane[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil, "r1")
+	rs := b.recipientsNamed("lane-", 4)
+	b.startCampaign(campaignSpec("sale"), rs...)
+	b.expand(b.client)
+	b.clock.Advance(2 * time.Minute)
+	bl, err := b.client.Backlog(b.ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := oncepush.Backlog{Due: 3, OldestAge: 2 * time.Minute, Campaign: oncepush.BacklogLane{Due: 3, OldestAge: 2 * time.Minute}}
+	if bl != want {
+		t.Fatalf("a campaign's deliveries due for 2m: Backlog = %+v, want %+v", bl, want)
+	}
+	b.send([]string{"r1"}, msg("password reset"), nil)
+	b.clock.Advance(30 * time.Second)
+	bl, err = b.client.Backlog(b.ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = oncepush.Backlog{Due: 5, OldestAge: 150 * time.Second,
+		Transactional: oncepush.BacklogLane{Due: 1, OldestAge: 30 * time.Second},
+		Campaign:      oncepush.BacklogLane{Due: 4, OldestAge: 150 * time.Second}}
+	if bl != want {
+		t.Fatalf("and a send due for 30s: Backlog = %+v, want %+v", bl, want)
+	}
+}

@@ -639,11 +639,14 @@ func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams)
 	return n, oldest, err
 }
 
-func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (int, time.Duration, error) {
-	var n int
-	var age float64
-	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), named{"now": now, "max": max}).Scan(&n, &age)
-	return n, time.Duration(age * float64(time.Second)), err
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (driver.DueStats, error) {
+	var st driver.DueStats
+	var ageT, ageC float64
+	err := e.db.QueryRow(ctx, q.Get("DeliveryDueStats"), named{"now": now, "max": max}).
+		Scan(&st.Transactional.Count, &ageT, &st.Campaign.Count, &ageC)
+	st.Transactional.OldestAge = time.Duration(ageT * float64(time.Second))
+	st.Campaign.OldestAge = time.Duration(ageC * float64(time.Second))
+	return st, err
 }
 
 // --- reading the ledger (messages)

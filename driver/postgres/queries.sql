@@ -397,24 +397,22 @@ WITH late AS (
 SELECT count(*), coalesce(min(next_attempt_at), 'epoch'::timestamptz) FROM late;
 
 -- name: DeliveryDueStats :one
--- The count stops at @max rows of the due index (2.2M due rows: 0.7-1.3 s
--- uncapped, 4 ms at 10,000); the oldest is the index's first entry.
--- Both lanes, each through its own due index.
+-- Per lane, each through its own due index: the count stops at @max rows
+-- (2.2M due rows: 0.7-1.3 s uncapped, 4 ms at 10,000); the oldest is the
+-- index's first entry.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
-SELECT (SELECT count(*) FROM (
-            (SELECT 1 FROM oncepush_delivery d
-             WHERE d.status = 'pending' AND NOT d.campaign AND d.next_attempt_at <= (SELECT now FROM n)
-             LIMIT @max)
-            UNION ALL
-            (SELECT 1 FROM oncepush_delivery d
-             WHERE d.status = 'pending' AND d.campaign AND d.next_attempt_at <= (SELECT now FROM n)
-             LIMIT @max)
+SELECT (SELECT count(*) FROM (SELECT 1 FROM oncepush_delivery d
+            WHERE d.status = 'pending' AND NOT d.campaign AND d.next_attempt_at <= (SELECT now FROM n)
             LIMIT @max) due),
-       coalesce(extract(epoch FROM (SELECT now FROM n) - least(
+       coalesce(extract(epoch FROM (SELECT now FROM n) -
             (SELECT min(d.next_attempt_at) FROM oncepush_delivery d
-             WHERE d.status = 'pending' AND NOT d.campaign AND d.next_attempt_at <= (SELECT now FROM n)),
+             WHERE d.status = 'pending' AND NOT d.campaign AND d.next_attempt_at <= (SELECT now FROM n))), 0)::float8,
+       (SELECT count(*) FROM (SELECT 1 FROM oncepush_delivery d
+            WHERE d.status = 'pending' AND d.campaign AND d.next_attempt_at <= (SELECT now FROM n)
+            LIMIT @max) due),
+       coalesce(extract(epoch FROM (SELECT now FROM n) -
             (SELECT min(d.next_attempt_at) FROM oncepush_delivery d
-             WHERE d.status = 'pending' AND d.campaign AND d.next_attempt_at <= (SELECT now FROM n)))), 0)::float8;
+             WHERE d.status = 'pending' AND d.campaign AND d.next_attempt_at <= (SELECT now FROM n))), 0)::float8;
 
 -- name: MigrationLock :exec
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncepush_migration'));

@@ -841,11 +841,14 @@ func (e *executor) DeliveryOverdue(ctx context.Context, p *driver.CleanupParams)
 	return n, oldest, err
 }
 
-func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (int, time.Duration, error) {
-	var n int
-	var ageUS int64
-	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryDueStats"), sql.Named("now", nowMicros(now)), sql.Named("max", max)).Scan(&n, &ageUS)
-	return n, time.Duration(ageUS) * time.Microsecond, err
+func (e *executor) DeliveryDueStats(ctx context.Context, now *time.Time, max int) (driver.DueStats, error) {
+	var st driver.DueStats
+	var ageT, ageC int64
+	err := e.conn().QueryRowContext(ctx, q.Get("DeliveryDueStats"), sql.Named("now", nowMicros(now)), sql.Named("max", max)).
+		Scan(&st.Transactional.Count, &ageT, &st.Campaign.Count, &ageC)
+	st.Transactional.OldestAge = time.Duration(ageT) * time.Microsecond
+	st.Campaign.OldestAge = time.Duration(ageC) * time.Microsecond
+	return st, err
 }
 
 // --- reading the ledger (messages)

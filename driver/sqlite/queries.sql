@@ -352,21 +352,16 @@ SELECT count(*), coalesce(min(next_attempt_at), 0) FROM (
     WHERE status = 'pending' AND campaign = 1 AND next_attempt_at < @now - @age_us);
 
 -- name: DeliveryDueStats :one
--- The count stops at @max rows; the age of the oldest due delivery is in
--- microseconds.
--- Both lanes, each through its own due index.
-SELECT (SELECT count(*) FROM (
-            SELECT 1 FROM (SELECT 1 FROM oncepush_delivery
-                           WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now LIMIT @max)
-            UNION ALL
-            SELECT 1 FROM (SELECT 1 FROM oncepush_delivery
-                           WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now LIMIT @max)
-            LIMIT @max)),
-       coalesce(@now - min(
-            coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
-                      WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now), @now),
-            coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
-                      WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now), @now)), 0);
+-- Per lane, each through its own due index: the count stops at @max rows;
+-- the age of the oldest due delivery is in microseconds.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM oncepush_delivery
+            WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now LIMIT @max)),
+       @now - coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
+            WHERE status = 'pending' AND campaign = 0 AND next_attempt_at <= @now), @now),
+       (SELECT count(*) FROM (SELECT 1 FROM oncepush_delivery
+            WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now LIMIT @max)),
+       @now - coalesce((SELECT min(next_attempt_at) FROM oncepush_delivery
+            WHERE status = 'pending' AND campaign = 1 AND next_attempt_at <= @now), @now);
 
 -- name: DataVersion :one
 -- Changes whenever another connection commits to the file (Listen polls it).

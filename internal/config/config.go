@@ -81,7 +81,8 @@ type File struct {
 		// AccessLog logs one line per API request (serve).
 		AccessLog bool `json:"accessLog,omitempty"`
 		// MaxBacklogAge, when set, refuses sends for now with 429 while the
-		// oldest due delivery has waited longer (backpressure).
+		// oldest due delivery outside campaigns has waited longer
+		// (backpressure; a campaign's deliveries wait in a lane of their own).
 		MaxBacklogAge Duration `json:"maxBacklogAge,omitempty"`
 	} `json:"http,omitzero"`
 	Engine     Engine              `json:"engine,omitzero"`

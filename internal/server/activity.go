@@ -186,6 +186,5 @@ func (s *Server[TTx]) getActivity(w http.ResponseWriter, r *http.Request) error 
 		rv := s.metrics.recent.snapshot(served)
 		v.Recent = &rv
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return replyJSON(w, http.StatusOK, v)
 }

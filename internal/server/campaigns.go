@@ -236,8 +236,7 @@ func writeCampaign(w http.ResponseWriter, status int, c *oncepush.Campaign) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, status, v)
-	return nil
+	return replyJSON(w, status, v)
 }
 
 // allowedIn says, for each operation a status can refuse, which statuses
@@ -355,8 +354,7 @@ func (s *Server[TTx]) listCampaigns(w http.ResponseWriter, r *http.Request) erro
 		next := encodeCursor(campaignCursor, list.Next)
 		out.NextCursor = &next
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return replyJSON(w, http.StatusOK, out)
 }
 
 // recipientsRequest is the body of PUT /v1/campaigns/{id}/recipients/{page}.
@@ -393,8 +391,7 @@ func (s *Server[TTx]) putCampaignRecipients(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return campaignProblem(id, err)
 	}
-	writeJSON(w, http.StatusOK, pageAnswer{Added: res.Added, Replayed: res.Replayed})
-	return nil
+	return replyJSON(w, http.StatusOK, pageAnswer{Added: res.Added, Replayed: res.Replayed})
 }
 
 // scheduleRequest is the body of POST /v1/campaigns/{id}/schedule.
@@ -411,9 +408,14 @@ func (s *Server[TTx]) scheduleCampaign(w http.ResponseWriter, r *http.Request) e
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	at, err := time.Parse(time.RFC3339Nano, req.StartAt)
+	at, err := parseDateTime("startAt", req.StartAt)
 	if err != nil {
-		return fieldProblem(CodeInvalidField, "startAt", "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+		return err
+	}
+	if at.IsZero() {
+		// The library's "no time": say what to send instead.
+		return fieldProblem(CodeInvalidField, "startAt",
+			"0001-01-01T00:00:00Z cannot be told from no time here: give a later time (one in the past starts the campaign at once)")
 	}
 	c, err := s.client.ScheduleCampaign(r.Context(), id, at)
 	if err != nil {

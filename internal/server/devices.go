@@ -85,8 +85,7 @@ func (s *Server[TTx]) putDevice(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewDevice(*d))
-	return nil
+	return replyJSON(w, http.StatusOK, viewDevice(*d))
 }
 
 type devicePage struct {
@@ -112,8 +111,7 @@ func (s *Server[TTx]) listDevices(w http.ResponseWriter, r *http.Request) error 
 	for _, d := range ds {
 		p.Devices = append(p.Devices, viewDevice(d))
 	}
-	writeJSON(w, http.StatusOK, p)
-	return nil
+	return replyJSON(w, http.StatusOK, p)
 }
 
 type lookupRequest struct {
@@ -135,8 +133,7 @@ func (s *Server[TTx]) lookupDevice(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewDevice(*d))
-	return nil
+	return replyJSON(w, http.StatusOK, viewDevice(*d))
 }
 
 type unregisterRequest struct {

@@ -365,10 +365,19 @@ func (e *env) checkLogs() {
 	}
 }
 
-// checkAnswer fails the test when an answer holds a key or a device token.
+// checkAnswer fails the test when an answer holds a key or a device token,
+// may be sniffed as another type than it says, or writes <, > or & raw
+// into JSON (the checked-in /openapi.json aside, which holds no one's text).
 func (e *env) checkAnswer(x *openapitest.Exchange) {
 	if s := e.leaked(x.ResponseBody); s != "" {
 		e.t.Errorf("%s %s: the answer holds a secret (%s…): %s", x.Method, x.URL.Path, s[:min(8, len(s))], x.ResponseBody)
+	}
+	if got := x.ResponseHeader.Get("X-Content-Type-Options"); got != "nosniff" {
+		e.t.Errorf("%s %s: a %d answer has X-Content-Type-Options %q, want nosniff", x.Method, x.URL.Path, x.Status, got)
+	}
+	if ct := x.ResponseHeader.Get("Content-Type"); strings.Contains(ct, "json") && x.URL.Path != "/openapi.json" &&
+		bytes.ContainsAny(x.ResponseBody, "<>&") {
+		e.t.Errorf("%s %s: the JSON answer writes <, > or & raw: %s", x.Method, x.URL.Path, x.ResponseBody)
 	}
 }
 

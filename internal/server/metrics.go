@@ -29,6 +29,8 @@ type Metrics struct {
 	backlog    prometheus.Gauge
 	backlogCap prometheus.Gauge
 	oldestAge  prometheus.Gauge
+	laneDue    *prometheus.GaugeVec
+	laneAge    *prometheus.GaugeVec
 	readAt     prometheus.Gauge
 	readFail   prometheus.Counter
 	groupSize  prometheus.Histogram
@@ -88,6 +90,14 @@ func NewMetrics() *Metrics {
 	m.oldestAge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "oncepush_due_oldest_age_seconds", Help: "How long the oldest due delivery had been due at the last backlog read.",
 	})
+	m.laneDue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oncepush_lane_due_backlog",
+		Help: "Pending deliveries due at the last backlog read, by lane (transactional, campaign), each counted up to oncepush_due_backlog_cap.",
+	}, []string{"lane"})
+	m.laneAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oncepush_lane_due_oldest_age_seconds",
+		Help: "How long the oldest due delivery of each lane (transactional, campaign) had been due at the last backlog read.",
+	}, []string{"lane"})
 	m.readAt = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "oncepush_backlog_read_timestamp_seconds", Help: "When the backlog was last read (Unix time); the backlog gauges are as of then.",
 	})
@@ -99,7 +109,7 @@ func NewMetrics() *Metrics {
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 	})
 	for _, c := range []prometheus.Collector{m.queued, m.dedupHits, m.finished, m.attempts, m.latency, m.ambiguous,
-		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.backlogCap, m.oldestAge, m.readAt, m.readFail, m.groupSize,
+		m.leaseLost, m.httpReqs, m.httpTime, m.backlog, m.backlogCap, m.oldestAge, m.laneDue, m.laneAge, m.readAt, m.readFail, m.groupSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -114,11 +124,15 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// setBacklog records a backlog read.
-func (m *Metrics) setBacklog(due, limit int, oldest time.Duration, at time.Time) {
-	m.backlog.Set(float64(due))
+// setBacklog records a backlog read: both lanes together, and each.
+func (m *Metrics) setBacklog(b oncepush.Backlog, limit int, at time.Time) {
+	m.backlog.Set(float64(b.Due))
 	m.backlogCap.Set(float64(limit))
-	m.oldestAge.Set(oldest.Seconds())
+	m.oldestAge.Set(b.OldestAge.Seconds())
+	for lane, l := range map[string]oncepush.BacklogLane{"transactional": b.Transactional, "campaign": b.Campaign} {
+		m.laneDue.WithLabelValues(lane).Set(float64(l.Due))
+		m.laneAge.WithLabelValues(lane).Set(l.OldestAge.Seconds())
+	}
 	m.readAt.Set(float64(at.UnixNano()) / 1e9)
 }
 

@@ -76,9 +76,18 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	}
 	opts := &oncepush.SendOptions{DedupKey: key, Category: req.Category, Ambiguity: oncepush.AmbiguityPolicy(deref(req.Ambiguity))}
 	if req.ScheduledAt != nil {
-		t, err := time.Parse(time.RFC3339Nano, *req.ScheduledAt)
+		t, err := parseDateTime("scheduledAt", *req.ScheduledAt)
 		if err != nil {
-			return fieldProblem(CodeInvalidField, "scheduledAt", "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+			return err
+		}
+		if t.IsZero() {
+			// An instant like any other, long past, never "none" (the
+			// library's zero): the library would send it now. Refused
+			// with a key too — unlike another past time, whose request
+			// may be a retry of one written earlier, no request can have
+			// written this one.
+			return fieldProblem(CodeInvalidField, "scheduledAt",
+				"0001-01-01T00:00:00Z is so far in the past that its lifetime has ended: give a later time, or none (now)")
 		}
 		opts.ScheduledAt = t
 	}
@@ -110,8 +119,7 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return renameField(err)
 	}
-	writeJSON(w, http.StatusAccepted, sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates, Duplicate: res.Replayed})
-	return nil
+	return replyJSON(w, http.StatusAccepted, sendAnswer{ID: res.MessageID, Queued: res.Queued, Duplicates: res.Duplicates, Duplicate: res.Replayed})
 }
 
 func deref(s *string) string {
@@ -229,8 +237,7 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	for _, st := range allStatuses {
 		v.Counts[string(st)] = counts[st]
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return replyJSON(w, http.StatusOK, v)
 }
 
 // The answers' delivery types are the API's wire format (package api),
@@ -322,12 +329,17 @@ func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) 
 		to   *time.Time
 	}{{"createdFrom", &q.CreatedFrom}, {"createdTo", &q.CreatedTo}} {
 		if raw := v.Get(t.name); raw != "" {
-			at, err := time.Parse(time.RFC3339Nano, raw)
+			at, err := parseDateTime(t.name, raw)
 			if err != nil {
-				return fieldProblem(CodeInvalidField, t.name, "must be an RFC 3339 date-time such as 2026-01-05T09:00:00Z")
+				return err
 			}
 			*t.to = at
 		}
+	}
+	if v.Get("createdTo") != "" && q.CreatedTo.IsZero() {
+		// Created before the zero instant, which the library would read
+		// as no bound: nothing was.
+		return replyJSON(w, http.StatusOK, notificationPage{Notifications: []notificationSummary{}})
 	}
 	page, err := s.client.Messages(r.Context(), q)
 	if err != nil {
@@ -340,8 +352,7 @@ func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) 
 	if page.Next != "" {
 		out.NextCursor = &page.Next
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return replyJSON(w, http.StatusOK, out)
 }
 
 // cancelView is the answer to a cancel.
@@ -366,8 +377,7 @@ func (s *Server[TTx]) cancelNotification(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, cancelView{ID: id, Canceled: res.Canceled, InFlight: res.InFlight})
-	return nil
+	return replyJSON(w, http.StatusOK, cancelView{ID: id, Canceled: res.Canceled, InFlight: res.InFlight})
 }
 
 func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) error {
@@ -404,8 +414,7 @@ func writeDeliveryPage(w http.ResponseWriter, r *http.Request, list func(ctx con
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page(ds, limit))
-	return nil
+	return replyJSON(w, http.StatusOK, page(ds, limit))
 }
 
 // page cuts one extra row off to learn whether there is a next page.

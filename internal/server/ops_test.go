@@ -407,3 +407,41 @@ func TestAccessLog(t *testing.T) {
 		})
 	}
 }
+
+// Backpressure measures the lane a request joins: an unpaced campaign's
+// deliveries, all due and waiting past the bound, do not refuse a send,
+// which is claimed before them (D87); transactional sends waiting past it
+// do. /metrics shows each lane's backlog.
+func TestBackpressureMeasuresTheLaneTheSendJoins(t *testing.T) {
+	each(t, envOptions{maxBacklogAge: time.Minute}, func(t *testing.T, e *env) {
+		var rs []string
+		for i := range 5 {
+			rs = append(rs, fmt.Sprintf("u_%d", i))
+			e.register(rs[i], oncepush.TransportFCM, nil)
+		}
+		c := e.createCampaign(sale(nil))
+		e.upload(c.ID, 1, rs...)
+		e.campaignDo(c.ID, "start")
+		if st := e.expandAll(); st.Written != 5 {
+			t.Fatalf("the expansion wrote %d deliveries, want 5", st.Written)
+		}
+		e.clock.Advance(2 * time.Minute)
+		e.refreshBacklog()
+		metrics := metricValues(t, e)
+		for k, want := range map[string]float64{
+			`oncepush_lane_due_backlog{lane="campaign"}`: 5, `oncepush_lane_due_oldest_age_seconds{lane="campaign"}`: 120,
+			`oncepush_lane_due_backlog{lane="transactional"}`: 0, `oncepush_lane_due_oldest_age_seconds{lane="transactional"}`: 0,
+			`oncepush_due_backlog`: 5, `oncepush_due_oldest_age_seconds`: 120,
+		} {
+			if got, ok := metrics[k]; !ok || got != want {
+				t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+			}
+		}
+		hello := obj{"recipients": []string{"u_1"}, "title": "Password reset"}
+		e.send(e.admin, hello) // behind the campaign's lane, not in it: taken
+
+		e.clock.Advance(61 * time.Second)
+		e.refreshBacklog()
+		e.do("POST", "/v1/notifications", e.admin, hello).wantProblem(t, http.StatusTooManyRequests, server.CodeOverloaded, "")
+	})
+}

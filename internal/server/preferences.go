@@ -121,8 +121,7 @@ func (s *Server[TTx]) getPreferences(w http.ResponseWriter, r *http.Request) err
 	if err != nil && !errors.Is(err, oncepush.ErrNotFound) {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewPreferences(p))
-	return nil
+	return replyJSON(w, http.StatusOK, viewPreferences(p))
 }
 
 func (s *Server[TTx]) putPreferences(w http.ResponseWriter, r *http.Request) error {
@@ -144,8 +143,7 @@ func (s *Server[TTx]) putPreferences(w http.ResponseWriter, r *http.Request) err
 	if err := s.store.Exec().PreferencePut(r.Context(), p, nil); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewPreferences(p))
-	return nil
+	return replyJSON(w, http.StatusOK, viewPreferences(p))
 }
 
 // Configure gives cfg the server's part in the engine: the eligibility rule

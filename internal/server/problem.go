@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,20 +141,42 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if out.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
 	if out.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="oncepush"`) // RFC 9110 §11.6.1
 	}
-	w.WriteHeader(out.Status)
-	_ = json.NewEncoder(w).Encode(out)
+	// A problem is strings and a number: it always encodes.
+	body, _ := encodeJSON(out)
+	writeBody(w, "application/problem+json", out.Status, body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+// replyJSON answers v as JSON with status. The body is encoded before
+// anything is written, so a value that does not encode (a time past year
+// 9999) is an error for the handler to answer with a 500 and log, never a
+// status already sent over an empty body.
+func replyJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := encodeJSON(v)
+	if err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	writeBody(w, "application/json", status, body)
+	return nil
+}
+
+// encodeJSON encodes v with <, > and & escaped (\u003c…): the answers carry
+// text anyone may have sent (titles, data, provider errors, campaign
+// names), and escaped it stays inert even where a page or a sniffing
+// client would read the answer as HTML. Decoded, it is the same text.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeBody(w http.ResponseWriter, contentType string, status int, body []byte) {
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_, _ = w.Write(body) // a client gone mid-answer is nothing to tell
 }

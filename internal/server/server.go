@@ -61,7 +61,8 @@ type Options[TTx any] struct {
 	// disables the cache.
 	KeyCacheTTL time.Duration
 	// MaxBacklogAge, when positive, refuses sends for now (429 overloaded,
-	// with Retry-After) while the oldest due delivery, as the last backlog
+	// with Retry-After) while the oldest due delivery of the lane a send
+	// joins (not a campaign's, which waits in its own), as the last backlog
 	// read found it, has waited longer than this. Zero: never refused.
 	MaxBacklogAge time.Duration
 	// AccessLog logs one info line per request Handler serves ("http
@@ -81,7 +82,8 @@ type Server[TTx any] struct {
 	// accessLog is Options.AccessLog.
 	accessLog bool
 	// maxBacklogAge is Options.MaxBacklogAge; backlogAge the oldest due
-	// age the last backlog read found, in nanoseconds.
+	// age of the transactional lane — the one a send joins — that the last
+	// backlog read found, in nanoseconds.
 	maxBacklogAge time.Duration
 	backlogAge    atomic.Int64
 	// separate and backlogMax are Options.SeparateMetrics and BacklogCountMax.
@@ -175,7 +177,18 @@ func (s *Server[TTx]) Handler() http.Handler {
 	if s.accessLog {
 		h = s.accessLogged(h)
 	}
-	return h
+	return nosniff(h)
+}
+
+// nosniff marks every answer, whoever writes it (a handler, a refusal, the
+// mux's 404 and 405, /metrics, the static files), as the type it says it
+// is: a browser must not sniff a JSON answer holding someone's text into
+// HTML and run it.
+func nosniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // loneSlash finds the route whose path parameter a path gives as a slash
@@ -248,7 +261,7 @@ func (s *Server[TTx]) OperationsHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "this listener serves /metrics, /healthz and /readyz only"))
 	})
-	return cleanPathsOnly(mux)
+	return nosniff(cleanPathsOnly(mux))
 }
 
 // handlerFunc is an API handler: it writes its answer, or returns an error that
@@ -453,8 +466,7 @@ func unavailable(err error) *Problem {
 }
 
 func (s *Server[TTx]) healthz(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version})
-	return nil
+	return replyJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.version})
 }
 
 // readyz: the database answers and is migrated to exactly this build's
@@ -477,8 +489,7 @@ func (s *Server[TTx]) readyz(w http.ResponseWriter, r *http.Request) error {
 		writeProblem(w, r, problem(http.StatusServiceUnavailable, CodeUnavailable, detail))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	return nil
+	return replyJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // checkSchema is Client.CheckSchema for the engine's migrations, then the
@@ -513,9 +524,12 @@ func (s *Server[TTx]) RefreshBacklog(ctx context.Context) error {
 		}
 		return fmt.Errorf("read the due backlog: %w", err)
 	}
-	s.backlogAge.Store(int64(b.OldestAge))
+	// A send joins the transactional lane, which the claim empties before
+	// it takes from a campaign's: only that lane's wait is one a send would
+	// share (D118).
+	s.backlogAge.Store(int64(b.Transactional.OldestAge))
 	if s.metrics != nil {
-		s.metrics.setBacklog(b.Due, s.backlogMax, b.OldestAge, at)
+		s.metrics.setBacklog(b, s.backlogMax, at)
 	}
 	return nil
 }
@@ -531,8 +545,9 @@ func (s *Server[TTx]) BacklogInterval() time.Duration {
 }
 
 // overloaded returns a 429 problem when backpressure is on, the oldest due
-// delivery has waited longer than its bound, and a send scheduled at (zero:
-// now) would fall due within the bound; else nil.
+// delivery of the transactional lane (the one a send joins; a campaign's
+// deliveries wait behind it) has waited longer than its bound, and a send
+// scheduled at (zero: now) would fall due within the bound; else nil.
 func (s *Server[TTx]) overloaded(at time.Time) *Problem {
 	age := time.Duration(s.backlogAge.Load())
 	if s.maxBacklogAge == 0 || age <= s.maxBacklogAge {
@@ -542,7 +557,7 @@ func (s *Server[TTx]) overloaded(at time.Time) *Problem {
 		return nil
 	}
 	p := problem(http.StatusTooManyRequests, CodeOverloaded, fmt.Sprintf(
-		"the oldest due notification has waited %s, longer than this server's bound of %s (http.maxBacklogAge): try again later",
+		"the oldest due notification sent outside campaigns has waited %s, longer than this server's bound of %s (http.maxBacklogAge): try again later",
 		age.Truncate(time.Second), s.maxBacklogAge))
 	p.header = http.Header{"Retry-After": {strconv.Itoa(int((s.BacklogInterval() + time.Second - 1) / time.Second))}}
 	return p
