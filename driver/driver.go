@@ -320,8 +320,10 @@ type Executor interface {
 	// lowest id that is sending, or scheduled with StartAt at or before
 	// now), skipping rows locked by others, and counts a try on it, on its
 	// own (committed when it returns). A campaign that already has MaxTries
-	// counted becomes interrupted instead, its LastError kept and
-	// Interrupted set. Found is false when no campaign is due.
+	// counted is skipped until its last try began Lease ago (that try may
+	// still be running), then becomes interrupted instead, its LastError
+	// Abandoned (then the one it had) and Interrupted set. Found is false
+	// when no campaign is due.
 	CampaignTry(ctx context.Context, p *CampaignTryParams) (*CampaignTryResult, error)
 	// CampaignPageAdd records an uploaded page of a campaign's audience and
 	// adds its recipients (those already in the audience are left as they
@@ -759,6 +761,13 @@ type CampaignListParams struct {
 type CampaignTryParams struct {
 	Now      *time.Time
 	MaxTries int
+	// Lease is how long a try may still be running after it began: a
+	// campaign whose tries have run out is interrupted only once its last
+	// try began at least Lease ago.
+	Lease time.Duration
+	// Abandoned is the LastError of a campaign interrupted so, followed by
+	// the one it had (the engine's words, one place for every driver).
+	Abandoned string
 }
 
 // CampaignTryResult is the campaign CampaignTry picked.

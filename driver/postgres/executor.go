@@ -775,7 +775,9 @@ func (e *executor) CampaignList(ctx context.Context, p *driver.CampaignListParam
 
 func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams) (*driver.CampaignTryResult, error) {
 	res := &driver.CampaignTryResult{Found: true}
-	err := e.db.QueryRow(ctx, q.Get("CampaignTry"), named{"now": p.Now, "max_tries": p.MaxTries}).
+	err := e.db.QueryRow(ctx, q.Get("CampaignTry"), named{
+		"now": p.Now, "max_tries": p.MaxTries, "lease_us": micros(p.Lease), "abandoned": p.Abandoned,
+	}).
 		Scan(&res.ID, &res.Tries, &res.Interrupted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &driver.CampaignTryResult{}, nil

@@ -563,13 +563,17 @@ LIMIT @max;
 -- name: CampaignTry :one
 -- The oldest campaign with work, skipping one another process is working
 -- on (its row locked): one more try counted, or, when the tries have run
--- out, interrupted. No row when none is due.
+-- out, interrupted. A campaign whose tries have run out is left alone for a
+-- lease after its last try began (updated_at, which the try sets and only a
+-- step's end changes again): that try may still be running, its process
+-- between this count and its lock (D102). No row when none is due.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
 pick AS (
     SELECT c.id
     FROM oncepush_campaign c, n
     WHERE c.status IN ('scheduled', 'sending')
       AND (c.status = 'sending' OR c.start_at <= n.now)
+      AND (c.tries < @max_tries OR c.updated_at <= n.now - @lease_us::bigint * interval '1 microsecond')
     ORDER BY c.id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -577,6 +581,9 @@ pick AS (
 UPDATE oncepush_campaign c
 SET tries = CASE WHEN c.tries >= @max_tries THEN c.tries ELSE c.tries + 1 END,
     status = CASE WHEN c.tries >= @max_tries THEN 'interrupted' ELSE c.status END,
+    last_error = CASE WHEN c.tries < @max_tries THEN c.last_error
+                      WHEN c.last_error = '' THEN @abandoned::text
+                      ELSE @abandoned::text || '; before it: ' || c.last_error END,
     updated_at = n.now
 FROM pick, n
 WHERE c.id = pick.id

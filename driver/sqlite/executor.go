@@ -999,7 +999,8 @@ func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams)
 	return written(ctx, e, func(db dbtx) (*driver.CampaignTryResult, error) {
 		res := &driver.CampaignTryResult{Found: true}
 		err := db.QueryRowContext(ctx, q.Get("CampaignTry"),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("max_tries", p.MaxTries)).
+			sql.Named("now", nowMicros(p.Now)), sql.Named("max_tries", p.MaxTries),
+			sql.Named("lease_us", p.Lease.Microseconds()), sql.Named("abandoned", p.Abandoned)).
 			Scan(&res.ID, &res.Tries, &res.Interrupted)
 		if errors.Is(err, sql.ErrNoRows) {
 			return &driver.CampaignTryResult{}, nil
