@@ -261,6 +261,8 @@ type Executor interface {
 	// (leased ones too: a lease's holder marks nothing more of them, see
 	// DeviceAttemptMarkSending) and counts them, and those of them with a
 	// device attempt sending. ErrNotFound when the message does not exist.
+	// A campaign's message is canceled only by its campaign (CampaignID
+	// set): otherwise nothing is canceled and the result names the campaign.
 	MessageCancel(ctx context.Context, p *MessageCancelParams) (*MessageCancelResult, error)
 	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
 	// ambiguous at least once.
@@ -589,6 +591,10 @@ const (
 type MessageCancelParams struct {
 	Now       *time.Time
 	MessageID int64
+	// CampaignID is the campaign canceling its own message, in the
+	// transaction holding its row (CampaignLock); 0 for a cancel of the
+	// message alone, which a campaign's message refuses.
+	CampaignID int64
 }
 
 // MessageCancelResult counts what MessageCancel ended.
@@ -599,6 +605,10 @@ type MessageCancelResult struct {
 	// handed (or was about to hand) them to a provider, and records the
 	// answers.
 	InFlight int
+	// CampaignID, when not 0, is the campaign whose message it is: the
+	// cancel was refused (MessageCancelParams.CampaignID was 0) and nothing
+	// was canceled.
+	CampaignID int64
 }
 
 // DeliveryUpdateManyParams applies updates under one lease.

@@ -889,8 +889,17 @@ func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelPar
 		if !exists {
 			return nil, driver.ErrNotFound
 		}
-		// One writer at a time: the count and the update see the same rows.
 		res := &driver.MessageCancelResult{}
+		if p.CampaignID == 0 {
+			err := db.QueryRowContext(ctx, q.Get("CampaignIDByMessage"), sql.Named("message_id", p.MessageID)).Scan(&res.CampaignID)
+			if err == nil {
+				return res, nil // refused: the campaign cancels its message
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+		}
+		// One writer at a time: the count and the update see the same rows.
 		if err := db.QueryRowContext(ctx, q.Get("MessageCancelCount"), sql.Named("message_id", p.MessageID)).
 			Scan(&res.Canceled, &res.InFlight); err != nil {
 			return nil, err

@@ -458,6 +458,12 @@ SELECT DISTINCT message_id FROM oncepush_delivery WHERE dedup_key = @dedup_key;
 -- name: MessageExists :one
 SELECT EXISTS (SELECT 1 FROM oncepush_message WHERE id = @id);
 
+-- name: CampaignIDByMessage :one
+-- The campaign whose message this is (a probe of oncepush_campaign_message).
+-- A campaign's message is written with its campaign's message_id in one
+-- transaction and never changes campaign, so the answer cannot go stale.
+SELECT id FROM oncepush_campaign WHERE message_id = @message_id;
+
 -- name: MessageCancel :execrows
 -- Every pending delivery of the message ends canceled, leased or not; a
 -- run holding one marks nothing more of it (DeviceAttemptMarkSending wants
