@@ -202,6 +202,10 @@ type Campaign struct {
 
 	// Totals are filled by Client.Campaign.
 	Totals *CampaignTotals
+	// Cancel is what CancelCampaign ended, on its answer only: the
+	// deliveries it canceled and how many of them had a send in flight,
+	// which may still reach their devices (as CancelMessage reports).
+	Cancel *CancelResult
 }
 
 // CampaignTotals count a campaign's deliveries and device attempts, as the
@@ -675,10 +679,12 @@ func (c *clientCore) startLocked(ctx context.Context, ex driver.Executor, row *d
 // CancelCampaign cancels a campaign in any status: it stops its expansion
 // and ends its pending deliveries canceled, in one transaction holding the
 // campaign's row lock. Once it returns, no submission of the campaign
-// starts; sends already handed to a provider may finish. Canceling a
-// canceled campaign changes nothing.
+// starts; sends already handed to a provider may finish, and the answer's
+// Cancel counts them. Canceling a canceled campaign changes nothing.
 func (c *Client[TTx]) CancelCampaign(ctx context.Context, id int64) (*Campaign, error) {
-	return c.changeCampaign(ctx, id, "cancel", func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
+	var ended CancelResult
+	out, err := c.changeCampaign(ctx, id, "cancel", func(ctx context.Context, ex driver.Executor, row *driver.Campaign) error {
+		ended = CancelResult{}
 		if row.Status == driver.CampaignCanceled {
 			return nil
 		}
@@ -687,9 +693,21 @@ func (c *Client[TTx]) CancelCampaign(ctx context.Context, id int64) (*Campaign, 
 		if row.MessageID == 0 {
 			return nil
 		}
-		_, err := ex.MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: row.MessageID})
-		return err
+		res, err := ex.MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: row.MessageID, CampaignID: row.ID})
+		if err != nil {
+			return err
+		}
+		ended = CancelResult{Canceled: res.Canceled, InFlight: res.InFlight}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	for range ended.Canceled {
+		c.obs.Finished(StatusCanceled)
+	}
+	out.Cancel = &ended
+	return out, nil
 }
 
 // ResumeCampaign sends an interrupted campaign on from its cursor, with its

@@ -32,8 +32,9 @@ type CampaignStats struct {
 }
 
 // ExpandCampaigns runs campaign steps until no campaign has work left, or
-// one fails (its error is returned; the campaign stays sending, its try
-// counted, until Config.CampaignMaxTries). A started client does this on its
+// one fails (its error is returned; its try counted, the campaign stays
+// sending, or becomes interrupted when that try was the
+// Config.CampaignMaxTries-th in a row). A started client does this on its
 // own; tests and tools call it to expand at a moment of their choosing.
 func (c *Client[TTx]) ExpandCampaigns(ctx context.Context) (CampaignStats, error) {
 	var st CampaignStats
@@ -48,7 +49,9 @@ func (c *Client[TTx]) ExpandCampaigns(ctx context.Context) (CampaignStats, error
 // campaignStep counts a try on the campaign due first, then does its work
 // in one transaction. It reports whether it found a campaign.
 func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool, error) {
-	try, err := c.driver.Exec().CampaignTry(ctx, &driver.CampaignTryParams{Now: c.now(), MaxTries: c.cfg.CampaignMaxTries})
+	try, err := c.driver.Exec().CampaignTry(ctx, &driver.CampaignTryParams{
+		Now: c.now(), MaxTries: c.cfg.CampaignMaxTries, Lease: c.cfg.Lease, Abandoned: abandonedTry,
+	})
 	if err != nil {
 		return false, fmt.Errorf("oncepush: pick a campaign: %w", err)
 	}
@@ -58,7 +61,7 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 	st.Steps++
 	if try.Interrupted {
 		st.Interrupted++
-		c.log.WarnContext(ctx, "campaign interrupted: its expansion failed too many times in a row; resume or cancel it",
+		c.log.WarnContext(ctx, "campaign interrupted: its last try did not finish within a lease and its tries have run out; resume or cancel it",
 			slog.Int64("campaign", try.ID), slog.Int("tries", try.Tries))
 		return true, nil
 	}
@@ -87,7 +90,9 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 		}
 	})
 	if err != nil {
-		c.campaignFailed(ctx, try.ID, try.Tries, err)
+		if c.campaignFailed(ctx, try.ID, try.Tries, err) {
+			st.Interrupted++
+		}
 		return true, fmt.Errorf("oncepush: campaign %d: %w", try.ID, err)
 	}
 	// Counted once committed; the batch's own wake-up reached other
@@ -105,25 +110,51 @@ func (c *Client[TTx]) campaignStep(ctx context.Context, st *CampaignStats) (bool
 	return true, nil
 }
 
+// abandonedTry is the last error of a campaign whose last try was counted
+// and never ended: its process died, stopped or lost the database between
+// the count and the end of its step, so nothing recorded a failure.
+const abandonedTry = "interrupted: the last try allowed began a lease ago and did not finish " +
+	"(the process running it died, stopped or lost the database)"
+
 // campaignFailed records a failed step's error on the campaign, on its own.
-func (c *Client[TTx]) campaignFailed(ctx context.Context, id int64, tries int, cause error) {
-	c.log.WarnContext(ctx, "campaign expansion failed; the next try goes on from the cursor",
-		slog.Int64("campaign", id), slog.Int("tries", tries), slog.Int("max_tries", c.cfg.CampaignMaxTries), slog.Any("error", cause))
+// When the step's try was the last allowed and no batch has committed since
+// (tries still at the limit), the campaign is interrupted now, by the one
+// step that knows its try failed — never by another process's step, which
+// cannot tell a failed try from one still running (D102). It reports whether
+// it interrupted the campaign.
+func (c *Client[TTx]) campaignFailed(ctx context.Context, id int64, try int, cause error) (interrupted bool) {
 	text := cause.Error()
 	if len(text) > 1000 {
 		text = text[:1000]
 	}
+	maxTries := c.cfg.CampaignMaxTries
 	err := c.driver.InTx(context.WithoutCancel(ctx), func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		interrupted = false
 		row, err := ex.CampaignLock(ctx, id)
 		if err != nil {
 			return err
 		}
 		row.LastError = text
+		if try >= maxTries && row.Tries >= maxTries &&
+			(row.Status == driver.CampaignSending || row.Status == driver.CampaignScheduled) {
+			row.Status = driver.CampaignInterrupted
+			row.LastError = fmt.Sprintf("interrupted: %d tries in a row wrote no batch; the last failed: %s", row.Tries, text)
+			interrupted = true
+		}
 		return ex.CampaignSave(ctx, row, c.now())
 	})
-	if err != nil {
-		c.log.WarnContext(ctx, "could not record a campaign's failure", slog.Int64("campaign", id), slog.Any("error", err))
+	switch {
+	case err != nil:
+		c.log.WarnContext(ctx, "campaign expansion failed, and recording the failure failed too",
+			slog.Int64("campaign", id), slog.Int("tries", try), slog.Any("error", cause), slog.Any("record_error", err))
+	case interrupted:
+		c.log.WarnContext(ctx, "campaign interrupted: its expansion failed too many times in a row; resume or cancel it",
+			slog.Int64("campaign", id), slog.Int("tries", try), slog.Any("error", cause))
+	default:
+		c.log.WarnContext(ctx, "campaign expansion failed; the next try goes on from the cursor",
+			slog.Int64("campaign", id), slog.Int("tries", try), slog.Int("max_tries", maxTries), slog.Any("error", cause))
 	}
+	return interrupted
 }
 
 // expandBatch writes the deliveries of the next batch of a sending

@@ -125,8 +125,9 @@ type Config struct {
 	// deliveries for, in one transaction. Default 1000, at most 10000.
 	CampaignBatch int `json:"campaignBatch,omitempty"`
 	// CampaignMaxTries is how many expansion tries in a row may fail (a
-	// crashed process's try counts) before the campaign is interrupted.
-	// Default 5.
+	// crashed process's try counts) before the campaign is interrupted: by
+	// the step whose failed try was the last, or, for a try that never
+	// ended, by the next step a Lease after it began. Default 5.
 	CampaignMaxTries int `json:"campaignMaxTries,omitempty"`
 	// CampaignCeilings bound, per transport, how many device submissions of
 	// campaign deliveries every process together starts in a minute, so a

@@ -261,6 +261,8 @@ type Executor interface {
 	// (leased ones too: a lease's holder marks nothing more of them, see
 	// DeviceAttemptMarkSending) and counts them, and those of them with a
 	// device attempt sending. ErrNotFound when the message does not exist.
+	// A campaign's message is canceled only by its campaign (CampaignID
+	// set): otherwise nothing is canceled and the result names the campaign.
 	MessageCancel(ctx context.Context, p *MessageCancelParams) (*MessageCancelResult, error)
 	// DeviceAttemptAmbiguousCount counts a message's device attempts that were
 	// ambiguous at least once.
@@ -321,8 +323,10 @@ type Executor interface {
 	// lowest id that is sending, or scheduled with StartAt at or before
 	// now), skipping rows locked by others, and counts a try on it, on its
 	// own (committed when it returns). A campaign that already has MaxTries
-	// counted becomes interrupted instead, its LastError kept and
-	// Interrupted set. Found is false when no campaign is due.
+	// counted is skipped until its last try began Lease ago (that try may
+	// still be running), then becomes interrupted instead, its LastError
+	// Abandoned (then the one it had) and Interrupted set. Found is false
+	// when no campaign is due.
 	CampaignTry(ctx context.Context, p *CampaignTryParams) (*CampaignTryResult, error)
 	// CampaignPageAdd records an uploaded page of a campaign's audience and
 	// adds its recipients (those already in the audience are left as they
@@ -588,6 +592,10 @@ const (
 type MessageCancelParams struct {
 	Now       *time.Time
 	MessageID int64
+	// CampaignID is the campaign canceling its own message, in the
+	// transaction holding its row (CampaignLock); 0 for a cancel of the
+	// message alone, which a campaign's message refuses.
+	CampaignID int64
 }
 
 // MessageCancelResult counts what MessageCancel ended.
@@ -598,6 +606,10 @@ type MessageCancelResult struct {
 	// handed (or was about to hand) them to a provider, and records the
 	// answers.
 	InFlight int
+	// CampaignID, when not 0, is the campaign whose message it is: the
+	// cancel was refused (MessageCancelParams.CampaignID was 0) and nothing
+	// was canceled.
+	CampaignID int64
 }
 
 // DeliveryUpdateManyParams applies updates under one lease.
@@ -760,6 +772,13 @@ type CampaignListParams struct {
 type CampaignTryParams struct {
 	Now      *time.Time
 	MaxTries int
+	// Lease is how long a try may still be running after it began: a
+	// campaign whose tries have run out is interrupted only once its last
+	// try began at least Lease ago.
+	Lease time.Duration
+	// Abandoned is the LastError of a campaign interrupted so, followed by
+	// the one it had (the engine's words, one place for every driver).
+	Abandoned string
 }
 
 // CampaignTryResult is the campaign CampaignTry picked.

@@ -28,6 +28,8 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignScheduledStartsOnce", testCampaignScheduledStartsOnce[TTx]},
 		{"CampaignResumesFromCursor", testCampaignResumesFromCursor[TTx]},
 		{"CampaignInterruptedAfterTries", testCampaignInterrupted[TTx]},
+		{"CampaignTryInFlightNotInterrupted", testCampaignTryInFlight[TTx]},
+		{"CampaignAbandonedTryInterrupts", testCampaignAbandonedTry[TTx]},
 		{"CampaignTokensCountedNeverSent", testCampaignTokens[TTx]},
 		{"CampaignCancelStopsSubmissions", testCampaignCancel[TTx]},
 		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
@@ -427,8 +429,9 @@ func testCampaignResumesFromCursor[TTx any](t *testing.T, h Harness[TTx]) {
 }
 
 // testCampaignInterrupted: a batch that fails every time (as one that kills
-// its process would, its try counted first) ends the campaign interrupted,
-// never left sending; resumed, it completes.
+// its process would, its try counted first) ends the campaign interrupted
+// when the last try allowed fails, never left sending, with a last error
+// that says why; resumed, it completes.
 func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 4; c.CampaignMaxTries = 3 })
 	rs := b.recipientsNamed("intr-", 10)
@@ -436,7 +439,7 @@ func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 	poisoned := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(_ int64, _ int) error {
 		return errors.New("injected: this batch always fails")
 	}})
-	for try := 1; try <= 3; try++ {
+	for try := 1; try <= 2; try++ {
 		if _, err := b.client.ExpandCampaigns(poisoned); err == nil {
 			t.Fatalf("try %d: no error", try)
 		}
@@ -445,12 +448,13 @@ func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 	st, err := b.client.ExpandCampaigns(poisoned)
-	if err != nil || st.Interrupted != 1 {
-		t.Fatalf("the try after the last: %+v, %v; want it interrupted", st, err)
+	if err == nil || st.Interrupted != 1 {
+		t.Fatalf("the last try: %+v, %v; want it failed and the campaign interrupted", st, err)
 	}
 	got := b.campaign(c.ID)
-	if got.Status != oncepush.CampaignInterrupted || got.Written != 0 || !strings.Contains(got.LastError, "always fails") {
-		t.Fatalf("interrupted: %+v", got)
+	if got.Status != oncepush.CampaignInterrupted || got.Written != 0 || !strings.Contains(got.LastError, "3 tries") ||
+		!strings.Contains(got.LastError, "always fails") {
+		t.Fatalf("interrupted: %+v; want its last error to say 3 tries failed, and how", got)
 	}
 	if st := b.expand(b.client); st.Steps != 0 {
 		t.Fatalf("an interrupted campaign was worked on: %+v", st)
@@ -463,6 +467,95 @@ func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	b.drain()
 	deliveredOnce(t, b.fcm.Submissions(), "interrupted", rs)
+}
+
+// testCampaignTryInFlight: with one try allowed, another process's step
+// that finds the campaign while the first process's try is counted but its
+// step has not yet locked the row (the moment between the two) leaves it
+// alone: no try failed, so the campaign is not interrupted, and the first
+// step goes on to complete it.
+func testCampaignTryInFlight[TTx any](t *testing.T, h Harness[TTx]) {
+	oneTry := func(c *oncepush.Config) { c.CampaignBatch = 5; c.CampaignMaxTries = 1 }
+	b := setup(t, h, oneTry)
+	rs := b.recipientsNamed("gap-", 12)
+	c := b.startCampaign(campaignSpec("gap"), rs...)
+
+	// The first step is held between its counted try and its lock.
+	inGap, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	first := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignLocking: func(int64) {
+		once.Do(func() {
+			close(inGap)
+			<-release
+		})
+	}})
+	type expanded struct {
+		st  oncepush.CampaignStats
+		err error
+	}
+	done := make(chan expanded, 1)
+	go func() {
+		st, err := b.client.ExpandCampaigns(first)
+		done <- expanded{st, err}
+	}()
+	<-inGap
+	if got := b.campaign(c.ID); got.Tries != 1 || got.Status != oncepush.CampaignSending {
+		close(release)
+		t.Fatalf("in the gap: %s with %d tries; want sending with the first step's try counted", got.Status, got.Tries)
+	}
+	other := b.newClient(b.db.Driver(t, 0), oneTry)
+	st, err := other.ExpandCampaigns(b.ctx)
+	close(release)
+	if err != nil || st.Interrupted != 0 {
+		t.Fatalf("another process's step during the first's try: %+v, %v; want the campaign left alone", st, err)
+	}
+	d := <-done
+	if d.err != nil || d.st.Written+st.Written != 12 || d.st.Completed+st.Completed != 1 {
+		t.Fatalf("the first step: %+v, %v (the other: %+v); want 12 written and completed", d.st, d.err, st)
+	}
+	got := b.campaign(c.ID)
+	if got.Status != oncepush.CampaignCompleted || got.Tries != 0 || got.LastError != "" {
+		t.Fatalf("after: %s, %d tries, last error %q; want completed, no try failed", got.Status, got.Tries, got.LastError)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "gap", rs)
+}
+
+// testCampaignAbandonedTry: a try counted by a process that died before its
+// step ended (nothing recorded its failure) uses up the last try only once
+// it can no longer be running — a lease after it began; the campaign is
+// then interrupted with a last error that says so, and resumes whole.
+func testCampaignAbandonedTry[TTx any](t *testing.T, h Harness[TTx]) {
+	oneTry := func(c *oncepush.Config) { c.CampaignBatch = 5; c.CampaignMaxTries = 1 }
+	b := setup(t, h, oneTry)
+	rs := b.recipientsNamed("dead-", 7)
+	c := b.startCampaign(campaignSpec("abandoned"), rs...)
+	// The dead process's try: counted, then nothing.
+	now := b.clock.Now()
+	lease := b.client.Config().Lease
+	if try, err := b.drv.Exec().CampaignTry(b.ctx, &driver.CampaignTryParams{Now: &now, MaxTries: 1, Lease: lease}); err != nil || !try.Found || try.Tries != 1 {
+		t.Fatalf("the dead process's try: %+v, %v", try, err)
+	}
+	b.clock.Advance(lease - time.Second)
+	if st := b.expand(b.client); st.Steps != 0 {
+		t.Fatalf("within the lease of the last try: %+v; want the campaign left to it", st)
+	}
+	b.clock.Advance(time.Second)
+	if st := b.expand(b.client); st.Interrupted != 1 || st.Written != 0 {
+		t.Fatalf("a lease after the last try began: %+v; want it interrupted", st)
+	}
+	got := b.campaign(c.ID)
+	if got.Status != oncepush.CampaignInterrupted || !strings.Contains(got.LastError, "did not finish") {
+		t.Fatalf("interrupted: %s, last error %q; want interrupted, saying the try did not finish", got.Status, got.LastError)
+	}
+	if _, err := b.client.ResumeCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != 7 || st.Completed != 1 {
+		t.Fatalf("resumed: %+v", st)
+	}
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "abandoned", rs)
 }
 
 // testCampaignTokens: a device audience with a filter, a malformed token
@@ -563,6 +656,11 @@ func testCampaignCancel[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("CancelCampaign: %+v, %v", canceled, err)
 	}
 	inFlight := b.fcm.Count()
+	// The answer says what was in flight, as CancelMessage's does: the
+	// first wave, held at the provider.
+	if canceled.Cancel == nil || *canceled.Cancel != (oncepush.CancelResult{Canceled: 30, InFlight: inFlight}) {
+		t.Errorf("CancelCampaign's answer: cancel %+v; want 30 canceled, %d in flight", canceled.Cancel, inFlight)
+	}
 	release()
 	if err := <-drained; err != nil {
 		t.Fatal(err)
@@ -577,8 +675,9 @@ func testCampaignCancel[TTx any](t *testing.T, h Harness[TTx]) {
 	if got.Totals.Canceled != 30 || got.Totals.Accepted != inFlight {
 		t.Fatalf("totals %+v, want 30 canceled and %d accepted", *got.Totals, inFlight)
 	}
-	if again, err := b.client.CancelCampaign(b.ctx, c.ID); err != nil || again.Status != oncepush.CampaignCanceled {
-		t.Fatalf("cancel again: %+v, %v", again, err)
+	if again, err := b.client.CancelCampaign(b.ctx, c.ID); err != nil || again.Status != oncepush.CampaignCanceled ||
+		again.Cancel == nil || *again.Cancel != (oncepush.CancelResult{}) {
+		t.Fatalf("cancel again: %+v, %v; want nothing more canceled", again, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // Canceling a message (Client.CancelMessage): its pending deliveries end
@@ -115,5 +116,57 @@ func testCancelInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if accepted != 2 {
 		t.Errorf("%d devices recorded accepted, want the 2 that were in flight", accepted)
+	}
+}
+
+// testCancelCampaignMessage: CancelMessage on the message behind a campaign
+// — started with nothing written yet, running with a batch written, and
+// completed with its deliveries still queued — must never answer as if the
+// message were canceled while its campaign goes on writing and sending
+// deliveries of it. It is refused, naming the campaign, and changes
+// nothing: the campaign runs on, every target reached once; canceling the
+// campaign is what stops it.
+func testCancelCampaignMessage[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 4 })
+	rs := b.recipientsNamed("cm-", 10)
+	c := b.startCampaign(campaignSpec("behind a campaign"), rs...)
+	msgID := c.MessageID
+	refused := func(when string) {
+		t.Helper()
+		res, err := b.client.CancelMessage(b.ctx, msgID)
+		var ce *oncepush.CampaignMessageError
+		if !errors.As(err, &ce) || !errors.Is(err, oncepush.ErrCampaignMessage) || ce.CampaignID != c.ID ||
+			ce.MessageID != msgID || res != (oncepush.CancelResult{}) {
+			before := b.fcm.Count()
+			b.expand(b.client)
+			b.drain()
+			t.Fatalf("CancelMessage of campaign %d's message, %s: %+v, %v; want it refused naming the campaign "+
+				"(after it returned, the campaign went on: %d submissions before, %d after, campaign %s)",
+				c.ID, when, res, err, before, b.fcm.Count(), b.campaign(c.ID).Status)
+		}
+	}
+	refused("before its first batch")
+
+	// One batch written, the second held back: the campaign is running.
+	batches := 0
+	oneBatch := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
+		if batches++; batches == 2 {
+			return errors.New("injected: the second batch waits")
+		}
+		return nil
+	}})
+	if st, err := b.client.ExpandCampaigns(oneBatch); err == nil || st.Written != 4 {
+		t.Fatalf("the first batch: %+v, %v; want 4 written", st, err)
+	}
+	refused("with a batch written")
+
+	if st := b.expand(b.client); st.Written != 6 || st.Completed != 1 {
+		t.Fatalf("the rest: %+v; want 6 written and completed", st)
+	}
+	refused("completed, its deliveries queued")
+	b.drain()
+	deliveredOnce(t, b.fcm.Submissions(), "behind a campaign", rs)
+	if got := b.campaign(c.ID); got.Status != oncepush.CampaignCompleted || got.Totals.Sent != 10 || got.Totals.Canceled != 0 {
+		t.Fatalf("after the refused cancels: %s, totals %+v; want completed, all 10 sent", got.Status, *got.Totals)
 	}
 }

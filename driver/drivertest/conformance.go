@@ -120,6 +120,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"MessageList", testMessageList[TTx]},
 		{"CancelPending", testCancelPending[TTx]},
 		{"CancelInFlight", testCancelInFlight[TTx]},
+		{"CancelCampaignMessage", testCancelCampaignMessage[TTx]},
 		{"EligibilityHostileTextBacksOffOnlyItsMessage", testEligibilityHostileText[TTx]},
 		{"AcceptedDeviceEndsDeliverySent", testAcceptedEndsSent[TTx]},
 		{"ObserverPanicKeepsOutcome", testObserverPanicKeepsOutcome[TTx]},

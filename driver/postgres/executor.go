@@ -676,6 +676,15 @@ func (e *executor) MessageIDsByDedupKey(ctx context.Context, key string) ([]int6
 func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
 	res := &driver.MessageCancelResult{}
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if p.CampaignID == 0 {
+			err := tx.QueryRow(ctx, q.Get("CampaignIDByMessage"), named{"message_id": p.MessageID}).Scan(&res.CampaignID)
+			if err == nil {
+				return nil // refused: the campaign cancels its message
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
 		ids, err := query(ctx, tx, pgx.RowTo[int64], q.Get("MessageCancel"), named{"now": p.Now, "message_id": p.MessageID})
 		if err != nil {
 			return err
@@ -778,7 +787,9 @@ func (e *executor) CampaignList(ctx context.Context, p *driver.CampaignListParam
 
 func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams) (*driver.CampaignTryResult, error) {
 	res := &driver.CampaignTryResult{Found: true}
-	err := e.db.QueryRow(ctx, q.Get("CampaignTry"), named{"now": p.Now, "max_tries": p.MaxTries}).
+	err := e.db.QueryRow(ctx, q.Get("CampaignTry"), named{
+		"now": p.Now, "max_tries": p.MaxTries, "lease_us": micros(p.Lease), "abandoned": p.Abandoned,
+	}).
 		Scan(&res.ID, &res.Tries, &res.Interrupted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &driver.CampaignTryResult{}, nil

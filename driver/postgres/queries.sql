@@ -108,8 +108,19 @@ ORDER BY delivery_id, device_id;
 -- name: DeliveryUpdateMany :many
 -- Guarded by the lease: a run whose lease was taken changes nothing. A
 -- delivery canceled under the lease (MessageCancel) keeps what the cancel
--- wrote; only its lease is released.
-WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now)
+-- wrote; only its lease is released. The rows are locked by id, ascending,
+-- before the update (own): an UPDATE ... FROM locks them in whatever order
+-- its join yields (the batch's claim order), and a cancel locking the same
+-- rows in another order deadlocked with it (D101).
+WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
+own AS MATERIALIZED (
+    SELECT d.id
+    FROM oncepush_delivery d
+    WHERE d.id = ANY (@ids::bigint[])
+      AND d.lease_id = @lease_id
+    ORDER BY d.id
+    FOR NO KEY UPDATE OF d
+)
 UPDATE oncepush_delivery d
 SET status          = CASE WHEN d.status = 'canceled' THEN d.status ELSE u.status END,
     attempts        = u.attempts,
@@ -124,8 +135,10 @@ SET status          = CASE WHEN d.status = 'canceled' THEN d.status ELSE u.statu
 FROM unnest(@ids::bigint[], @statuses::text[], @attempts::integer[], @next_ats::timestamptz[],
             @delays_us::bigint[], @last_errors::text[])
          AS u (id, status, attempts, next_at, delay_us, last_error),
-     n
+     n,
+     own
 WHERE d.id = u.id
+  AND own.id = u.id
   AND d.lease_id = @lease_id
 RETURNING d.id, d.status;
 
@@ -166,7 +179,8 @@ SET state         = excluded.state,
 -- part holds an entry for every claim since the last vacuum (a mark took 52
 -- ms on a drain): "pending" is asked as finished_at IS NULL (the same, by
 -- the table's check) and the lease left as a difference, which the partial
--- index's predicate and columns do not match.
+-- index's predicate and columns do not match. Locked by id, ascending,
+-- as every statement locking several deliveries does (D101).
 WITH n AS MATERIALIZED (SELECT coalesce(@now::timestamptz, now()) AS now),
 own AS MATERIALIZED (
     SELECT d.id
@@ -175,6 +189,7 @@ own AS MATERIALIZED (
       AND d.lease_id = @lease_id
       AND d.finished_at IS NULL
       AND d.next_attempt_at - n.now >= @min_left_us::bigint * interval '1 microsecond'
+    ORDER BY d.id
     FOR UPDATE OF d
 )
 INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
@@ -474,14 +489,32 @@ LIMIT @limit;
 -- which leads with it.
 SELECT DISTINCT message_id FROM oncepush_delivery WHERE dedup_key = @dedup_key;
 
+-- name: CampaignIDByMessage :one
+-- The campaign whose message this is (a probe of oncepush_campaign_message).
+-- A campaign's message is written with its campaign's message_id in one
+-- transaction and never changes campaign, so the answer cannot go stale.
+SELECT id FROM oncepush_campaign WHERE message_id = @message_id;
+
 -- name: MessageCancel :many
 -- Every pending delivery of the message ends canceled, leased or not; a
 -- run holding one marks nothing more of it (DeviceAttemptMarkSending wants
--- it pending, with the row locked).
-UPDATE oncepush_delivery
+-- it pending, with the row locked). The rows are locked by id, ascending,
+-- before the update, as the mark and the record lock theirs (D101): a
+-- plain UPDATE locks them in the order its scan finds them, the heap's,
+-- and deadlocked with a record of the same deliveries. A row a record
+-- finished while this waited for it is left out when the lock is granted.
+WITH locked AS MATERIALIZED (
+    SELECT id
+    FROM oncepush_delivery
+    WHERE message_id = @message_id AND status = 'pending'
+    ORDER BY id
+    FOR NO KEY UPDATE
+)
+UPDATE oncepush_delivery d
 SET status = 'canceled', finished_at = coalesce(@now::timestamptz, now()), last_error = 'canceled'
-WHERE message_id = @message_id AND status = 'pending'
-RETURNING id;
+FROM locked
+WHERE d.id = locked.id
+RETURNING d.id;
 
 -- name: MessageCancelInFlight :one
 -- Part of MessageCancel, after it in the same transaction: a statement of
@@ -561,13 +594,17 @@ LIMIT @max;
 -- name: CampaignTry :one
 -- The oldest campaign with work, skipping one another process is working
 -- on (its row locked): one more try counted, or, when the tries have run
--- out, interrupted. No row when none is due.
+-- out, interrupted. A campaign whose tries have run out is left alone for a
+-- lease after its last try began (updated_at, which the try sets and only a
+-- step's end changes again): that try may still be running, its process
+-- between this count and its lock (D102). No row when none is due.
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
 pick AS (
     SELECT c.id
     FROM oncepush_campaign c, n
     WHERE c.status IN ('scheduled', 'sending')
       AND (c.status = 'sending' OR c.start_at <= n.now)
+      AND (c.tries < @max_tries OR c.updated_at <= n.now - @lease_us::bigint * interval '1 microsecond')
     ORDER BY c.id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -575,6 +612,9 @@ pick AS (
 UPDATE oncepush_campaign c
 SET tries = CASE WHEN c.tries >= @max_tries THEN c.tries ELSE c.tries + 1 END,
     status = CASE WHEN c.tries >= @max_tries THEN 'interrupted' ELSE c.status END,
+    last_error = CASE WHEN c.tries < @max_tries THEN c.last_error
+                      WHEN c.last_error = '' THEN @abandoned::text
+                      ELSE @abandoned::text || '; before it: ' || c.last_error END,
     updated_at = n.now
 FROM pick, n
 WHERE c.id = pick.id

@@ -892,8 +892,17 @@ func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelPar
 		if !exists {
 			return nil, driver.ErrNotFound
 		}
-		// One writer at a time: the count and the update see the same rows.
 		res := &driver.MessageCancelResult{}
+		if p.CampaignID == 0 {
+			err := db.QueryRowContext(ctx, q.Get("CampaignIDByMessage"), sql.Named("message_id", p.MessageID)).Scan(&res.CampaignID)
+			if err == nil {
+				return res, nil // refused: the campaign cancels its message
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+		}
+		// One writer at a time: the count and the update see the same rows.
 		if err := db.QueryRowContext(ctx, q.Get("MessageCancelCount"), sql.Named("message_id", p.MessageID)).
 			Scan(&res.Canceled, &res.InFlight); err != nil {
 			return nil, err
@@ -1002,7 +1011,8 @@ func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams)
 	return written(ctx, e, func(db dbtx) (*driver.CampaignTryResult, error) {
 		res := &driver.CampaignTryResult{Found: true}
 		err := db.QueryRowContext(ctx, q.Get("CampaignTry"),
-			sql.Named("now", nowMicros(p.Now)), sql.Named("max_tries", p.MaxTries)).
+			sql.Named("now", nowMicros(p.Now)), sql.Named("max_tries", p.MaxTries),
+			sql.Named("lease_us", p.Lease.Microseconds()), sql.Named("abandoned", p.Abandoned)).
 			Scan(&res.ID, &res.Tries, &res.Interrupted)
 		if errors.Is(err, sql.ErrNoRows) {
 			return &driver.CampaignTryResult{}, nil

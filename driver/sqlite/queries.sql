@@ -453,6 +453,12 @@ SELECT DISTINCT message_id FROM oncepush_delivery WHERE dedup_key = @dedup_key;
 -- name: MessageExists :one
 SELECT EXISTS (SELECT 1 FROM oncepush_message WHERE id = @id);
 
+-- name: CampaignIDByMessage :one
+-- The campaign whose message this is (a probe of oncepush_campaign_message).
+-- A campaign's message is written with its campaign's message_id in one
+-- transaction and never changes campaign, so the answer cannot go stale.
+SELECT id FROM oncepush_campaign WHERE message_id = @message_id;
+
 -- name: MessageCancel :execrows
 -- Every pending delivery of the message ends canceled, leased or not; a
 -- run holding one marks nothing more of it (DeviceAttemptMarkSending wants
@@ -534,17 +540,25 @@ LIMIT @max;
 
 -- name: CampaignTry :one
 -- The oldest campaign with work: one more try counted, or, when the tries
--- have run out, interrupted. No row when none is due. One statement under
--- the write lock, so no other process picks between the choice and the
--- count (no SKIP LOCKED: there is one writer). SET's expressions read the
--- row as it was; RETURNING reads it as written.
+-- have run out, interrupted. A campaign whose tries have run out is left
+-- alone for a lease after its last try began (updated_at, which the try
+-- sets and only a step's end changes again): that try may still be running,
+-- its process between this count and its write transaction (D102). No row
+-- when none is due. One statement under the write lock, so no other process
+-- picks between the choice and the count (no SKIP LOCKED: there is one
+-- writer). SET's expressions read the row as it was; RETURNING reads it as
+-- written.
 UPDATE oncepush_campaign
 SET tries      = CASE WHEN tries >= @max_tries THEN tries ELSE tries + 1 END,
     status     = CASE WHEN tries >= @max_tries THEN 'interrupted' ELSE status END,
+    last_error = CASE WHEN tries < @max_tries THEN last_error
+                      WHEN last_error = '' THEN @abandoned
+                      ELSE @abandoned || '; before it: ' || last_error END,
     updated_at = @now
 WHERE id = (SELECT id FROM oncepush_campaign
             WHERE status IN ('scheduled', 'sending')
               AND (status = 'sending' OR start_at <= @now)
+              AND (tries < @max_tries OR updated_at <= @now - @lease_us)
             ORDER BY id
             LIMIT 1)
 RETURNING id, tries, status = 'interrupted';

@@ -109,7 +109,8 @@ func (req *campaignRequest) spec() (oncepush.CampaignSpec, error) {
 }
 
 // campaignView is a campaign as the API answers it. Totals are read only
-// for GET /v1/campaigns/{id}; every other answer has null.
+// for GET /v1/campaigns/{id}, Cancel only answers a cancel; every other
+// answer has null.
 type campaignView struct {
 	ID            int64               `json:"id"`
 	Name          string              `json:"name"`
@@ -138,6 +139,16 @@ type campaignView struct {
 	StartedAt       *time.Time      `json:"startedAt"`
 	FinishedAt      *time.Time      `json:"finishedAt"`
 	Totals          *campaignTotals `json:"totals"`
+	// Cancel is what POST /v1/campaigns/{id}/cancel ended, in its answer
+	// only; null in every other.
+	Cancel *campaignCancel `json:"cancel"`
+}
+
+// campaignCancel is what a campaign's cancel ended, as a notification's
+// cancel answers it.
+type campaignCancel struct {
+	Canceled int `json:"canceled"`
+	InFlight int `json:"inFlight"`
 }
 
 type campaignMessageView struct {
@@ -211,6 +222,9 @@ func viewCampaign(c *oncepush.Campaign) (campaignView, error) {
 			return v, fmt.Errorf("encode the data of campaign %d: %w", c.ID, err)
 		}
 		v.Message.Data = data
+	}
+	if cr := c.Cancel; cr != nil {
+		v.Cancel = &campaignCancel{Canceled: cr.Canceled, InFlight: cr.InFlight}
 	}
 	if t := c.Totals; t != nil {
 		v.Totals = &campaignTotals{

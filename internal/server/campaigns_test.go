@@ -547,3 +547,44 @@ func TestCampaignBodiesAreBoundedAndTyped(t *testing.T) {
 		e.unchanged(t, before, "oversize and untyped campaign bodies")
 	})
 }
+
+// TestCampaignNotificationCancelNamesTheCampaign: POST
+// /v1/notifications/{id}/cancel on a campaign's notification — with a key
+// that may send but not run campaigns, and with an admin key — never
+// answers "canceled" while the campaign goes on: it is refused with 409
+// campaign_message naming the campaign's cancel route, and writes nothing;
+// the campaign's own cancel (scope campaigns) is what stops it, and its
+// answer says what it ended.
+func TestCampaignNotificationCancelNamesTheCampaign(t *testing.T) {
+	each(t, envOptions{}, func(t *testing.T, e *env) {
+		for _, r := range []string{"u_1", "u_2", "u_3"} {
+			e.register(r, oncepush.TransportFCM, nil)
+		}
+		c := e.createCampaign(sale(nil))
+		e.upload(c.ID, 1, "u_1", "u_2", "u_3")
+		started := e.campaignDo(c.ID, "start")
+		e.expandAll()
+		path := fmt.Sprintf("/v1/notifications/%d/cancel", *started.NotificationID)
+		route := fmt.Sprintf("POST /v1/campaigns/%d/cancel", c.ID)
+		for name, key := range map[string]string{"send": e.key(apikey.ScopeSend), "admin": e.admin} {
+			before := e.rows()
+			p := e.do("POST", path, key, nil).wantProblem(t, http.StatusConflict, "campaign_message", "")
+			if !strings.Contains(p.Detail, route) {
+				t.Errorf("with the %s key: detail %q; want it to name %s", name, p.Detail, route)
+			}
+			e.unchanged(t, before, "a refused cancel of a campaign's notification")
+		}
+		if got := e.campaign(c.ID); got.Status != "completed" || got.Totals.Queued != 3 || got.Cancel != nil {
+			t.Fatalf("after the refused cancels: %s, totals %+v, cancel %+v; want completed, 3 queued, no cancel",
+				got.Status, *got.Totals, got.Cancel)
+		}
+		canceled := e.campaignDo(c.ID, "cancel")
+		if canceled.Status != "canceled" || canceled.Cancel == nil || *canceled.Cancel != (server.CampaignCancel{Canceled: 3}) {
+			t.Fatalf("the campaign's cancel answered %s, cancel %+v; want canceled, 3 canceled, none in flight", canceled.Status, canceled.Cancel)
+		}
+		e.drain()
+		if n := e.submissions(); n != 0 {
+			t.Errorf("%d submissions after the campaign's cancel", n)
+		}
+	})
+}

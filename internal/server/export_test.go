@@ -32,6 +32,7 @@ type (
 	QuietHours       = quietHours
 	CampaignView     = campaignView
 	CampaignTotals   = campaignTotals
+	CampaignCancel   = campaignCancel
 	CampaignPage     = campaignPage
 	PageAnswer       = pageAnswer
 )

@@ -147,7 +147,7 @@ var contentTypes = []string{"application/json", "application/json; charset=UTF-8
 var stableCodes = []string{server.CodeInvalidJSON, server.CodeInvalidField, server.CodeUnknownField, server.CodeMissingField,
 	server.CodeBodyTooLarge, server.CodeUnsupportedMediaType, server.CodeUnauthorized, server.CodeForbidden, server.CodeNotFound,
 	server.CodeMethodNotAllowed, server.CodeIdempotencyConflict, server.CodeSessionRevoked,
-	server.CodeCampaignState, server.CodeCampaignPageConflict}
+	server.CodeCampaignState, server.CodeCampaignPageConflict, server.CodeCampaignMessage}
 
 // fuzzServer is one fuzzing process's server: SQLite in a temporary file,
 // its route table's write routes, an admin key, and the document.

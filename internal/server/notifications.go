@@ -374,6 +374,15 @@ func (s *Server[TTx]) cancelNotification(w http.ResponseWriter, r *http.Request)
 	if errors.Is(err, oncepush.ErrNotFound) {
 		return problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no notification %d", id))
 	}
+	var ce *oncepush.CampaignMessageError
+	if errors.As(err, &ce) {
+		// Canceling the notification alone would leave its campaign writing
+		// deliveries of it; the campaign's cancel stops both, under the
+		// campaign's own scope (D100).
+		return problem(http.StatusConflict, CodeCampaignMessage, fmt.Sprintf(
+			"notification %d is campaign %d's: cancel the campaign with POST /v1/campaigns/%d/cancel (scope campaigns), which also stops its expansion; nothing was canceled",
+			id, ce.CampaignID, ce.CampaignID))
+	}
 	if err != nil {
 		return err
 	}

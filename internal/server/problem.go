@@ -53,6 +53,7 @@ const (
 	CodeTokenRegistered      = "token_registered"       // 409: a direct send names a token registered to a recipient
 	CodeCampaignState        = "campaign_state"         // 409: the campaign's status (or audience) does not allow the operation
 	CodeCampaignPageConflict = "campaign_page_conflict" // 409: the page number was uploaded with other recipients
+	CodeCampaignMessage      = "campaign_message"       // 409: a notification cancel names a campaign's notification
 	CodeOverloaded           = "overloaded"             // 429: sends are refused while the oldest due one waits too long
 	CodeUnavailable          = "unavailable"            // 503: the database cannot be reached
 	CodeInternal             = "internal"               // 500
@@ -74,6 +75,7 @@ var titles = map[string]string{
 	CodeTokenRegistered:      "Device token registered to a recipient",
 	CodeCampaignState:        "Campaign status does not allow this",
 	CodeCampaignPageConflict: "Campaign page already holds other recipients",
+	CodeCampaignMessage:      "The notification is a campaign's",
 	CodeOverloaded:           "Too many due notifications",
 	CodeUnavailable:          "Service unavailable",
 	CodeInternal:             "Internal error",
