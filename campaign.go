@@ -540,6 +540,9 @@ func (c *Client[TTx]) AddCampaignRecipients(ctx context.Context, id int64, page 
 			return CampaignPageAdded{}, err
 		}
 	}
+	if err := refuseImplicitIn("recipients", recipients); err != nil {
+		return CampaignPageAdded{}, err
+	}
 	distinct := slices.Clone(recipients)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)

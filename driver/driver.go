@@ -167,7 +167,7 @@ type Executor interface {
 
 	// DeliveryClaim leases up to Max due pending deliveries to LeaseID: those
 	// not of the campaign lane first, then the campaign lane's (a delivery
-	// written with DeliveryInsertParams.Campaign), each oldest due first,
+	// written with CampaignDeliveryInsert), each oldest due first,
 	// skipping rows locked by others, moving each row's next_attempt_at to
 	// the lease's end. It returns the rows and the instant it used as "now".
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) (*DeliveryClaimResult, error)
@@ -336,10 +336,13 @@ type Executor interface {
 	// after the given one, ordered by recipient then id, excluding devices
 	// bound to a revoked session.
 	DeviceListAfter(ctx context.Context, after string, limit int) ([]*Device, error)
-	// DeliveryInsertMany writes deliveries of an existing message, one per
-	// recipient (NotificationIDs[i], due at DueAt[i]), skipping recipients
-	// whose (recipient, DedupKey) exists, and returns how many it wrote.
-	DeliveryInsertMany(ctx context.Context, p *DeliveryInsertParams) (int, error)
+	// CampaignDeliveryInsert writes a campaign's deliveries of its message
+	// (which exists), in the campaign lane, one per recipient
+	// (NotificationIDs[i], due at DueAt[i]), skipping recipients who have a
+	// campaign delivery of the message already, and returns how many it
+	// wrote. They carry no dedup key: their uniqueness is (message,
+	// recipient) among campaign deliveries, which no send can name (D105).
+	CampaignDeliveryInsert(ctx context.Context, p *CampaignDeliveryInsertParams) (int, error)
 	// DeviceAttemptCountByState counts a message's device attempts by
 	// state.
 	DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error)
@@ -777,14 +780,11 @@ type CampaignPageParams struct {
 	Recipients []string // distinct
 }
 
-// DeliveryInsertParams writes deliveries of an existing message.
-type DeliveryInsertParams struct {
-	Now       *time.Time
-	MessageID int64
-	// Campaign puts the deliveries in the campaign lane, which the claim
-	// takes from after the other (DeliveryClaim).
-	Campaign        bool
-	DedupKey        string
+// CampaignDeliveryInsertParams writes a campaign's deliveries of its
+// message.
+type CampaignDeliveryInsertParams struct {
+	Now             *time.Time
+	MessageID       int64
 	Recipients      []string
 	NotificationIDs []string
 	DueAt           []time.Time

@@ -47,6 +47,7 @@ var dialectOnly = map[string]map[string]string{
 		"CampaignPageGet":    "CampaignPageAdd's read of a taken page's digest, in a statement of its own: SQLite has no INSERT in WITH (PostgreSQL's CampaignPageInsert returns it)",
 		"DataVersion":        "PRAGMA data_version, polled to wake workers",
 		"DeliveryClaimDue":   "the claim's first half; one writer at a time, so no SKIP LOCKED claim in one statement",
+		"DeliveryInsertMany": "part of MessageInsert, which PostgreSQL does in one statement",
 		"ForeignKeys":        "PRAGMA foreign_keys, checked at open",
 		"IdempotencyInsert":  "part of MessageInsert, which PostgreSQL does in one statement",
 		"JournalMode":        "PRAGMA journal_mode, checked at open",

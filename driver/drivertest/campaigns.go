@@ -35,6 +35,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignAtLocalTime", testCampaignAtLocalTime[TTx]},
 		{"TransactionalSendsFirst", testTransactionalSendsFirst[TTx]},
 		{"CampaignCeilingAcrossClients", testCampaignCeiling[TTx]},
+		{"CampaignKeyUnreachable", testCampaignKeyUnreachable[TTx]},
 	}
 }
 
@@ -749,4 +750,49 @@ func testTransactionalSendsFirst[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("%d submissions, want 21", len(subs))
 	}
 	wantStatus(t, b.only("urgent"), oncepush.StatusSent)
+}
+
+// testCampaignKeyUnreachable: a campaign's deliveries are deduplicated in a
+// space no caller's input reaches. A send whose dedup key spells what the
+// campaign used internally ("campaign:<id>") takes no target from it, before
+// or after the expansion, shares no notification id with it, and a list of
+// messages by that key does not find the campaign's.
+func testCampaignKeyUnreachable[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("key-", 3)
+	c := b.createCampaign(campaignSpec("campaign"))
+	key := fmt.Sprintf("campaign:%d", c.ID)
+	if res := b.send(rs[:1], msg("plain before"), &oncepush.SendOptions{DedupKey: key}); res.Queued != 1 {
+		t.Fatalf("a plain send under %q: %+v, want queued", key, res)
+	}
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != len(rs) {
+		t.Fatalf("expansion wrote %d deliveries, want %d: a plain send under %q took a target", st.Written, len(rs), key)
+	}
+	if res := b.send(rs[1:2], msg("plain after"), &oncepush.SendOptions{DedupKey: key}); res.Queued != 1 || res.Duplicates != 0 {
+		t.Fatalf("a plain send under %q after the expansion: %+v, want queued, not a duplicate of the campaign's", key, res)
+	}
+	b.drain()
+	ids := map[string]string{}
+	for _, s := range b.fcm.Submissions() {
+		if prev, dup := ids[s.NotificationID]; dup {
+			t.Fatalf("%q and %q share notification id %s: a device's seen-set drops one", prev, s.Title, s.NotificationID)
+		}
+		ids[s.NotificationID] = s.Title
+	}
+	if len(ids) != 5 {
+		t.Fatalf("%d distinct submissions, want 5 (3 campaign, 2 plain): %v", len(ids), ids)
+	}
+	page, err := b.client.Messages(b.ctx, oncepush.MessageQuery{DedupKey: key, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range page.Messages {
+		if m.ID == b.campaign(c.ID).MessageID {
+			t.Fatalf("messages listed under dedup key %q include the campaign's", key)
+		}
+	}
 }

@@ -815,11 +815,11 @@ func (e *executor) DeviceListAfter(ctx context.Context, after string, limit int)
 	return query(ctx, e.db, scanDevice, q.Get("DeviceListAfter"), named{"after": after, "max": limit})
 }
 
-func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertParams) (int, error) {
+func (e *executor) CampaignDeliveryInsert(ctx context.Context, p *driver.CampaignDeliveryInsertParams) (int, error) {
 	var n int
-	err := e.db.QueryRow(ctx, q.Get("DeliveryInsertMany"), named{
-		"now": p.Now, "message_id": p.MessageID, "dedup_key": p.DedupKey, "recipients": p.Recipients,
-		"notification_ids": p.NotificationIDs, "due_at": p.DueAt, "campaign": p.Campaign,
+	err := e.db.QueryRow(ctx, q.Get("CampaignDeliveryInsert"), named{
+		"now": p.Now, "message_id": p.MessageID, "recipients": p.Recipients,
+		"notification_ids": p.NotificationIDs, "due_at": p.DueAt,
 	}).Scan(&n)
 	return n, err
 }

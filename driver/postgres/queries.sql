@@ -627,16 +627,17 @@ WHERE d.recipient > @after
 ORDER BY d.recipient, d.id
 LIMIT @max;
 
--- name: DeliveryInsertMany :one
--- MessageInsert's delivery insert, for a message that exists, each row due
--- at its own time.
+-- name: CampaignDeliveryInsert :one
+-- A campaign's deliveries of its message, each row due at its own time, in
+-- the campaign lane. No dedup key: one per (message, recipient) among
+-- campaign deliveries, a key no send can name (D105).
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
 d AS (
-    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at, campaign)
-    SELECT @message_id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''), u.due_at, n.now, @campaign
+    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, next_attempt_at, created_at, campaign)
+    SELECT @message_id, u.recipient, u.notification_id, u.due_at, n.now, true
     FROM n, unnest(@recipients::text[], @notification_ids::text[], @due_at::timestamptz[])
               AS u (recipient, notification_id, due_at)
-    ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    ON CONFLICT (message_id, recipient) WHERE campaign DO NOTHING
     RETURNING 1
 )
 SELECT count(*)::integer FROM d;

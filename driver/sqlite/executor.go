@@ -315,7 +315,6 @@ func (e *executor) MessageInsert(ctx context.Context, p *driver.MessageInsertPar
 		n, err = rowsAffected(db.ExecContext(ctx, q.Get("DeliveryInsertMany"),
 			sql.Named("now", now), sql.Named("message_id", id), sql.Named("deliveries", list),
 			sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", optMicros(p.ScheduledAt)),
-			sql.Named("campaign", 0),
 		))
 		if err != nil || p.RequestHash == nil {
 			return err
@@ -1061,9 +1060,9 @@ func (e *executor) DeviceListAfter(ctx context.Context, after string, limit int)
 	return query(ctx, e.conn(), scanDevice, q.Get("DeviceListAfter"), sql.Named("after", after), sql.Named("max", limit))
 }
 
-// DeliveryInsertMany implements driver.Executor with MessageInsert's
-// delivery insert, each row carrying its own due time.
-func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertParams) (int, error) {
+// CampaignDeliveryInsert implements driver.Executor: each row carries its
+// own due time.
+func (e *executor) CampaignDeliveryInsert(ctx context.Context, p *driver.CampaignDeliveryInsertParams) (int, error) {
 	if len(p.Recipients) != len(p.NotificationIDs) || len(p.Recipients) != len(p.DueAt) {
 		return 0, fmt.Errorf("sqlite: %d recipients, %d notification ids and %d due times",
 			len(p.Recipients), len(p.NotificationIDs), len(p.DueAt))
@@ -1079,17 +1078,8 @@ func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryIns
 	if err != nil {
 		return 0, err
 	}
-	return e.execCount(ctx, q.Get("DeliveryInsertMany"),
-		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list),
-		sql.Named("dedup_key", p.DedupKey), sql.Named("scheduled_at", nil), sql.Named("campaign", lane(p.Campaign)))
-}
-
-// lane is a delivery's campaign column: 1 in the campaign lane (D87).
-func lane(campaign bool) int {
-	if campaign {
-		return 1
-	}
-	return 0
+	return e.execCount(ctx, q.Get("CampaignDeliveryInsert"),
+		sql.Named("now", nowMicros(p.Now)), sql.Named("message_id", p.MessageID), sql.Named("deliveries", list))
 }
 
 func (e *executor) DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error) {

@@ -26,18 +26,27 @@ RETURNING id;
 DELETE FROM oncepush_message WHERE id = @id;
 
 -- name: DeliveryInsertMany :execrows
--- Part of MessageInsert, and on its own for a message that exists (a
--- campaign's batch). @deliveries: [[recipient, notification id], …], or
--- [[recipient, notification id, due µs], …] when each row falls due at its
--- own time; tuples rather than lists, since joining json_each by key would
--- compare every element with every other.
-INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at, campaign)
-SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''),
-       coalesce(u.value ->> 2, @scheduled_at, @now), @now, @campaign
+-- Part of MessageInsert. @deliveries: [[recipient, notification id], …];
+-- tuples rather than lists, since joining json_each by key would compare
+-- every element with every other.
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''), coalesce(@scheduled_at, @now), @now
 FROM json_each(@deliveries) AS u
 WHERE true
 ORDER BY u.key
 ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
+
+-- name: CampaignDeliveryInsert :execrows
+-- A campaign's deliveries of its message, in the campaign lane.
+-- @deliveries: [[recipient, notification id, due µs], …]. No dedup key: one
+-- per (message, recipient) among campaign deliveries, a key no send can
+-- name (D105).
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, next_attempt_at, created_at, campaign)
+SELECT @message_id, u.value ->> 0, u.value ->> 1, u.value ->> 2, @now, 1
+FROM json_each(@deliveries) AS u
+WHERE true
+ORDER BY u.key
+ON CONFLICT (message_id, recipient) WHERE campaign = 1 DO NOTHING;
 
 -- name: DeliveryClaimDue :many
 -- The first half of the claim: the due rows and the lease each carries now.
