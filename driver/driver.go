@@ -77,7 +77,17 @@ const (
 	// AttemptAmbiguous: maybe submitted. Under the resend policy it will be sent
 	// again with the same collapse id; under at-most-once it is settled.
 	AttemptAmbiguous = "ambiguous"
+	// AttemptDuplicate: a campaign delivery's pair never submitted, because
+	// another delivery of the campaign reached its token (it moved between
+	// recipients). Settled.
+	AttemptDuplicate = "duplicate"
 )
+
+// MarkHeld is DeviceAttemptMarkSending's answer for a campaign pair whose
+// token another delivery of the campaign has in flight: not marked, and
+// not settled either, since that submission may yet fail. It is no ledger
+// state: nothing is written for the pair.
+const MarkHeld = "held"
 
 // Driver is a database that can hold the oncepush ledger. TTx is the driver's
 // transaction type (pgx.Tx, *sql.Tx), so that SendTx can join a caller's
@@ -200,9 +210,27 @@ type Executor interface {
 	// state sending, one more submission, the device id of this registration.
 	// Only pairs of deliveries still leased to LeaseID, pending, and whose lease
 	// ends at least MinLeaseLeft after now are marked; the rows are locked
-	// against a concurrent claim while checked. It returns the ids of the
-	// deliveries whose pairs it marked.
-	DeviceAttemptMarkSending(ctx context.Context, p *DeviceAttemptMarkSendingParams) ([]int64, error)
+	// against a concurrent claim while checked.
+	//
+	// A pair with a CampaignMessageID is marked only if its delivery holds
+	// the token in the campaign (oncepush_campaign_token, D107): it takes
+	// the token first, insert-first on (message, transport, token key), or
+	// takes it over when the holder's last submission provably did not
+	// reach it (CampaignTokenFree). A pair whose token another delivery
+	// holds is not marked: if the holder's attempt on the token is settled
+	// or ambiguous, the pair's attempt is written AttemptDuplicate (one
+	// statement with the marks); if it is still sending, the pair is
+	// answered MarkHeld and nothing is written.
+	//
+	// It answers every pair of the deliveries it found leased, with its
+	// state: AttemptSending (marked), AttemptDuplicate or MarkHeld. Pairs of
+	// other deliveries are absent.
+	DeviceAttemptMarkSending(ctx context.Context, p *DeviceAttemptMarkSendingParams) ([]MarkedPair, error)
+	// CampaignTokenFree frees campaign tokens held by the given deliveries
+	// (each key's DeliveryID; keys held by another delivery are left): the
+	// holder's submission provably did not reach the device, so another
+	// delivery of the campaign may take the token over.
+	CampaignTokenFree(ctx context.Context, keys []CampaignTokenKey) error
 	// DeviceDeleteMany deletes devices matching (id, recipient, token) exactly and
 	// returns how many it deleted.
 	DeviceDeleteMany(ctx context.Context, keys []DeviceKey) (int, error)
@@ -632,6 +660,26 @@ type DeviceAttemptKey struct {
 	DeviceID   int64
 	Transport  string
 	TokenKey   string
+	// CampaignMessageID is the message of a campaign delivery's pair, 0 for
+	// any other: the token must be the delivery's in its campaign.
+	CampaignMessageID int64
+}
+
+// MarkedPair is DeviceAttemptMarkSending's answer for one pair: State is
+// AttemptSending, AttemptDuplicate or MarkHeld.
+type MarkedPair struct {
+	DeliveryID int64
+	Transport  string
+	TokenKey   string
+	State      string
+}
+
+// CampaignTokenKey names a campaign's token held by a delivery.
+type CampaignTokenKey struct {
+	MessageID  int64
+	Transport  string
+	TokenKey   string
+	DeliveryID int64
 }
 
 // DeviceAttemptMarkSendingParams marks pairs sending under one lease.
