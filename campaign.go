@@ -191,7 +191,9 @@ type Campaign struct {
 	// MalformedTokens counts the devices the expansion left out because
 	// their token is not well formed for its transport; DuplicateTokens the
 	// devices left out because another device with the same token was
-	// targeted.
+	// targeted: by the expansion, in one batch, and (read by
+	// Client.Campaign, with the totals) when the token had moved to another
+	// recipient and another delivery of the campaign had reached it.
 	MalformedTokens, DuplicateTokens int64
 	// Tries counts the expansion tries begun since the last batch that
 	// committed; LastError is the last failure's text.
@@ -553,6 +555,9 @@ func (c *Client[TTx]) AddCampaignRecipients(ctx context.Context, id int64, page 
 			return CampaignPageAdded{}, err
 		}
 	}
+	if err := refuseImplicitIn("recipients", recipients); err != nil {
+		return CampaignPageAdded{}, err
+	}
 	distinct := slices.Clone(recipients)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
@@ -749,6 +754,9 @@ func (c *Client[TTx]) Campaign(ctx context.Context, id int64) (*Campaign, error)
 		return nil, fmt.Errorf("oncepush: read campaign totals: %w", err)
 	}
 	out.Totals = totalsFromTally(tally)
+	// Tokens the claim found reached through another delivery of the
+	// campaign, after moving between recipients (D107).
+	out.DuplicateTokens += int64(tally[tallyAttempt+driver.AttemptDuplicate])
 	return out, nil
 }
 

@@ -224,11 +224,10 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 		return 0, false, err
 	}
 	targeted, zones := c.targets(aud, recipients, devices, row)
-	key := campaignDedupKey(row.ID)
 	var dueAt []time.Time
 	var nids []string
 	for i, r := range targeted {
-		nids = append(nids, notificationIDFor(spec.Message.Type, r, key))
+		nids = append(nids, campaignNotificationID(spec.Message.Type, r, row.ID))
 		if l := spec.LocalTime; l != nil {
 			dueAt = append(dueAt, l.instant(l.zone(zones[r])))
 		} else {
@@ -237,9 +236,8 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 	}
 	written := 0
 	if len(targeted) > 0 {
-		if written, err = ex.DeliveryInsertMany(ctx, &driver.DeliveryInsertParams{
-			Now: c.now(), MessageID: row.MessageID, Campaign: true, DedupKey: key, Recipients: targeted,
-			NotificationIDs: nids, DueAt: dueAt,
+		if written, err = ex.CampaignDeliveryInsert(ctx, &driver.CampaignDeliveryInsertParams{
+			Now: c.now(), MessageID: row.MessageID, Recipients: targeted, NotificationIDs: nids, DueAt: dueAt,
 		}); err != nil {
 			return 0, false, err
 		}
@@ -309,9 +307,14 @@ func (c *clientCore) targets(aud *audience, recipients []string, devices []*driv
 	return out, zones
 }
 
-// campaignDedupKey is the dedup key of a campaign's deliveries: one per
-// recipient and campaign, whoever writes it and however often.
-func campaignDedupKey(id int64) string { return fmt.Sprintf("campaign:%d", id) }
+// campaignNotificationID is the notification id of a campaign's delivery:
+// content-derived, so a batch written again gives each recipient the same
+// one, and from a key of a shape no send makes (a send's is {"dedupKey": …},
+// notificationIDFor), so no caller's notification can share it and be
+// dropped by a device's seen-set as the campaign's (D105).
+func campaignNotificationID(typ, recipient string, campaign int64) string {
+	return NotificationID(typ, recipient, map[string]any{"campaign": campaign})
+}
 
 // campaignDue is when the k-th delivery of a campaign falls due: at once
 // without pacing, else k·60/R seconds after its start (D82).

@@ -151,6 +151,8 @@ func (p *claimPlan) recover(d *delivery) {
 			d.accepted = true
 		case driver.AttemptAmbiguous:
 			d.ambiguous = true
+		case driver.AttemptDuplicate:
+			d.duplicate = true
 		case driver.AttemptSending:
 			p.writes.add(driver.DeviceAttemptUpsert{
 				DeliveryID: d.row.ID, DeviceID: a.DeviceID, Transport: a.Transport, TokenKey: a.TokenKey,

@@ -161,7 +161,7 @@ func (c *clientCore) now() *time.Time {
 // each answered only once its rows are committed; a call whose context ends
 // while it waits for its turn writes nothing and returns ctx.Err().
 func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message, opts *SendOptions) (SendResult, error) {
-	p, err := c.prepare(recipients, &msg, opts)
+	p, err := c.prepareCaller(recipients, &msg, opts)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -176,7 +176,7 @@ func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message
 // Everything is validated before anything is written; a *ValidationError names
 // the offending field. The message is one statement, all deliveries another.
 func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, msg Message, opts *SendOptions) (SendResult, error) {
-	p, err := c.prepare(recipients, &msg, opts)
+	p, err := c.prepareCaller(recipients, &msg, opts)
 	if err != nil {
 		return SendResult{}, err
 	}

@@ -118,6 +118,9 @@ func (t *transportTable) normalizeDevice(d *Device) (token, tokenKey string, err
 	if err := validateRecipient("recipient", d.Recipient); err != nil {
 		return "", "", err
 	}
+	if err := refuseImplicit("recipient", d.Recipient); err != nil {
+		return "", "", err
+	}
 	token, tokenKey, err = t.normalizeToken(d.Transport, string(d.Token))
 	if err != nil {
 		return "", "", err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/oncepush/oncepush/driver"
 )
@@ -47,7 +48,37 @@ func (c *Client[TTx]) DeviceRecipient(transport Transport, token Token) (string,
 
 func deviceRecipient(t Transport, key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return "device:" + string(t) + ":" + hex.EncodeToString(sum[:16])
+	return implicitPrefix + string(t) + ":" + hex.EncodeToString(sum[:16])
+}
+
+// implicitPrefix begins every implicit recipient, and no recipient a
+// caller names: the ids under it are the engine's (D106).
+const implicitPrefix = "device:"
+
+// refuseImplicit refuses, naming field, a recipient a caller names to write
+// under — a send's, a registration's, a campaign audience's — that is a
+// direct send's implicit recipient. A send to one would reach the device by
+// an id that appears in logs and URLs, without its token, which is the
+// secret; a registration under one would add a token to every later direct
+// send to the device; either would take the direct sends' dedup keys.
+// Reads and deletions under such an id stay open: that is how a direct
+// send's ledger is read and erased.
+func refuseImplicit(field, recipient string) error {
+	if !strings.HasPrefix(recipient, implicitPrefix) {
+		return nil
+	}
+	return invalid(field, "%q: recipient ids starting %q are the implicit recipients of direct sends "+
+		"(SendToDevices; over HTTP, a notification's devices): send to the device that way, or choose another id", recipient, implicitPrefix)
+}
+
+// refuseImplicitIn is refuseImplicit for a list, naming field[i].
+func refuseImplicitIn(field string, recipients []string) error {
+	for i, r := range recipients {
+		if strings.HasPrefix(r, implicitPrefix) {
+			return refuseImplicit(fmt.Sprintf("%s[%d]", field, i), r)
+		}
+	}
+	return nil
 }
 
 // SendToDevices is Send for callers who hold device tokens and no recipients

@@ -50,6 +50,10 @@ const (
 	AttemptRetry     = AttemptState(driver.AttemptRetry)
 	AttemptRejected  = AttemptState(driver.AttemptRejected)
 	AttemptAmbiguous = AttemptState(driver.AttemptAmbiguous)
+	// AttemptDuplicate: a campaign delivery's device never submitted to,
+	// because another delivery of the campaign had reached its token (it
+	// moved between recipients). Settled.
+	AttemptDuplicate = AttemptState(driver.AttemptDuplicate)
 )
 
 // Delivery is one (message, recipient) with its per-device ledger.

@@ -174,6 +174,19 @@ type prepared struct {
 	lifetime   time.Duration
 }
 
+// prepareCaller is prepare for a send to recipients the caller names,
+// which may not be the engine's implicit ones (refuseImplicit).
+func (c *clientCore) prepareCaller(recipients []string, msg *Message, opts *SendOptions) (*prepared, error) {
+	p, err := c.prepare(recipients, msg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseImplicitIn("recipients", recipients); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // prepare validates a send completely before anything is written.
 func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOptions) (*prepared, error) {
 	if opts == nil {

@@ -46,7 +46,7 @@ func (r planRules) serves(t Transport) bool {
 // settled reports whether a ledger state needs no further submission.
 func settled(state string, policy AmbiguityPolicy) bool {
 	switch state {
-	case driver.AttemptAccepted, driver.AttemptInvalid, driver.AttemptRejected:
+	case driver.AttemptAccepted, driver.AttemptInvalid, driver.AttemptRejected, driver.AttemptDuplicate:
 		return true
 	case driver.AttemptAmbiguous:
 		return policy == AmbiguityAtMostOnce
@@ -54,7 +54,10 @@ func settled(state string, policy AmbiguityPolicy) bool {
 	return false
 }
 
-// finalStatus is the status of a delivery with nothing left to try.
+// finalStatus is the status of a delivery with nothing left to try. A
+// campaign delivery that reached nothing itself because another delivery of
+// the campaign had reached a device of its recipient's is skipped, not
+// failed: that device has the campaign (D107).
 func (d *delivery) finalStatus(hasDevices bool) string {
 	switch {
 	case d.accepted:
@@ -63,6 +66,8 @@ func (d *delivery) finalStatus(hasDevices bool) string {
 		return driver.StatusAmbiguous
 	case !hasDevices:
 		return driver.StatusNoDevices
+	case d.duplicate:
+		return driver.StatusSkipped
 	}
 	return driver.StatusFailed
 }

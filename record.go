@@ -105,6 +105,15 @@ func (c *Client[TTx]) recordTx(ctx context.Context, ex driver.Executor, b *batch
 	}); err != nil {
 		return nil, err
 	}
+	var freed []driver.CampaignTokenKey
+	for _, k := range plan.freed {
+		if owned[k.DeliveryID] {
+			freed = append(freed, k)
+		}
+	}
+	if err := ex.CampaignTokenFree(ctx, freed); err != nil {
+		return nil, err
+	}
 	var del []driver.DeviceKey
 	for _, k := range plan.dead {
 		if owned[k.deliveryID] {

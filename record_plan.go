@@ -19,6 +19,10 @@ type recordPlan struct {
 	updates []driver.DeliveryUpdate
 	writes  *attemptWrites
 	dead    []invalidKey
+	// freed are the campaign tokens whose submission provably did not
+	// reach the device (a retry, or a request that never left): another
+	// delivery of the campaign may take them over (D107).
+	freed []driver.CampaignTokenKey
 	// outcomes are the answers of the pairs whose send started, in the
 	// ledger's words, for the log.
 	outcomes []pairOutcome
@@ -84,6 +88,12 @@ func (p *recordPlan) planDelivery(d *delivery, rules planRules) driver.DeliveryU
 // recordPair adds the ledger write of one pair: what its answer says, or,
 // for a pair that never left, the state it had before this run.
 func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
+	if pr.duplicate {
+		// The mark wrote its ledger row; the delivery notes why it is unsent.
+		d.duplicate = true
+		d.note(fmt.Sprintf("%s device %d: not sent: this campaign reached the token through another recipient's delivery", pr.dev.Transport, pr.dev.ID))
+		return
+	}
 	if !pr.marked {
 		// Never marked: the ledger counted nothing of this run.
 		e.released = true
@@ -99,6 +109,7 @@ func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
 		if pr.prev != nil {
 			w.State, w.Error = pr.prev.State, pr.prev.Error
 		}
+		p.free(d, pr)
 		if !pr.started || pr.late {
 			e.released = true
 			p.writes.add(w)
@@ -130,6 +141,7 @@ func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
 	case OutcomeRetry:
 		if !r.Unsent {
 			w.State = driver.AttemptRetry
+			p.free(d, pr) // answered "later": not delivered
 		}
 		e.failed = true
 		e.wait = max(e.wait, r.RetryAfter)
@@ -144,6 +156,14 @@ func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
 		d.note(devErr)
 	}
 	p.writes.add(w)
+}
+
+// free gives back a campaign pair's token in its campaign: this submission
+// did not reach the device.
+func (p *recordPlan) free(d *delivery, pr *pair) {
+	if d.row.Campaign {
+		p.freed = append(p.freed, driver.CampaignTokenKey{MessageID: d.row.MessageID, Transport: string(pr.dev.Transport), TokenKey: pr.tokenKey, DeliveryID: d.row.ID})
+	}
 }
 
 // attemptWrites collects ledger writes, merged per pair so one statement

@@ -303,3 +303,39 @@ func TestPlanRecordOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRecordCampaignTokens: a campaign pair whose submission provably
+// did not reach its device gives its token back to the campaign (a retry
+// answered, a request that never left), one that may have reached it keeps
+// it; a pair the mark settled as a duplicate writes nothing more, and a
+// delivery left with nothing but duplicates ends skipped, not failed.
+func TestPlanRecordCampaignTokens(t *testing.T) {
+	t.Parallel()
+	campaign := func(d *delivery) *delivery {
+		d.row.Campaign, d.row.MessageID = true, 5
+		return d
+	}
+	rules := planRules{maxAttempts: 6, backoffMin: time.Second, backoffMax: time.Minute, jitter: func() float64 { return 0 }}
+	p := planRecord([]*delivery{
+		campaign(recDelivery(1, AmbiguityResend, 0, answered(11, TransportFCM, busy), answered(12, TransportFCM, accepted), answered(13, TransportFCM, lost))),
+		campaign(recDelivery(2, AmbiguityResend, 0, unsent(21, true, true, 0, nil))),
+		recDelivery(3, AmbiguityResend, 0, answered(31, TransportFCM, busy)), // not a campaign's
+	}, rules)
+	var freed []string
+	for _, k := range p.freed {
+		freed = append(freed, fmt.Sprintf("%d/%s/%s@%d", k.MessageID, k.Transport, k.TokenKey, k.DeliveryID))
+	}
+	if got, want := strings.Join(freed, " "), "5/fcm/t11@1 5/fcm/t21@2"; got != want {
+		t.Fatalf("freed %q, want %q", got, want)
+	}
+
+	dup := answered(41, TransportFCM, Result{})
+	dup.marked, dup.started, dup.duplicate = false, false, true
+	p = planRecord([]*delivery{campaign(recDelivery(4, AmbiguityResend, 0, dup))}, rules)
+	if len(p.writes.rows) != 0 || len(p.freed) != 0 {
+		t.Fatalf("a duplicate pair wrote %+v and freed %+v, want nothing (the mark wrote it)", p.writes.rows, p.freed)
+	}
+	if u := p.updates[0]; u.Status != driver.StatusSkipped || u.LastError == nil || !strings.Contains(*u.LastError, "reached the token through another") {
+		t.Fatalf("a delivery whose only device was a duplicate: %+v, want skipped saying why", u)
+	}
+}

@@ -29,7 +29,9 @@ type RunStats struct {
 	// Submitted is the number of provider calls made.
 	Submitted int
 	// Released is the number of (delivery, device) pairs left unsent by the
-	// budget, a stop, a lost lease, or a provider-wide throttle; they are due again.
+	// budget, a stop, a lost lease, a provider-wide throttle, or (a
+	// campaign's) their token in flight in another delivery of the
+	// campaign; they are due again.
 	Released int
 	// BudgetSpent is true when the run ended on its budget rather than on an
 	// empty claim: work may be left.
@@ -77,6 +79,7 @@ type delivery struct {
 	attempts  int  // absolute, including a recovery counted at claim
 	accepted  bool // some device accepted, in this run or before
 	ambiguous bool // some device's submission may have been lost
+	duplicate bool // a campaign delivery's device was reached through another delivery
 	prior     map[pairKey]*driver.DeviceAttempt
 	pairs     []*pair
 	errs      []string
@@ -92,9 +95,11 @@ type pair struct {
 	sub      Submission
 	// marked: the ledger counts this submission (state sending). started:
 	// the provider was called. late: the call was refused by CheckStart.
-	marked, started, late bool
-	res                   Result
-	releaseWait           time.Duration // a provider-wide throttle kept it from starting
+	// duplicate: a campaign pair the mark settled unsent, its token reached
+	// by another delivery of the campaign (D107).
+	marked, started, late, duplicate bool
+	res                              Result
+	releaseWait                      time.Duration // a provider-wide throttle, or its campaign token in flight elsewhere, kept it from starting
 }
 
 func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKey} }

@@ -44,7 +44,7 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 		if len(wave) == 0 {
 			continue
 		}
-		owned, err := c.markSending(claimCtx, b, wave)
+		verdicts, err := c.markSending(claimCtx, b, wave)
 		if err != nil {
 			c.log.ErrorContext(sendCtx, "marking pairs sending failed; the rest of the batch is released",
 				slog.Int64("lease_id", b.leaseID), slog.Int("pairs", len(wave)), slog.Any("error", err))
@@ -54,7 +54,19 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 			break
 		}
 		for _, p := range wave {
-			if !owned[p.d.row.ID] {
+			switch verdicts[markKey{p.d.row.ID, p.key()}] {
+			case driver.AttemptSending:
+			case driver.AttemptDuplicate:
+				p.duplicate = true // settled by the mark: the campaign reached the token already
+				w.skipped(p)
+				continue
+			case driver.MarkHeld:
+				// Another delivery of the campaign has the token in flight;
+				// try again once that send has ended one way or the other.
+				p.releaseWait = c.cfg.SendTimeout
+				w.skipped(p)
+				continue
+			default:
 				w.skipped(p)
 				continue // the lease is lost or nearly spent: not ours to send
 			}
@@ -78,13 +90,25 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 	return launched
 }
 
-// markSending marks a wave's pairs sending in one statement and returns the
-// deliveries whose pairs it marked. The statement is not cancelled by a stop
-// (a cancel racing its commit would leave the caller unsure what it counted).
-func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (map[int64]bool, error) {
+// markKey names a pair in the mark's answer.
+type markKey struct {
+	deliveryID int64
+	pairKey
+}
+
+// markSending marks a wave's pairs sending in one statement and returns its
+// verdict on each pair of the deliveries still leased to the run: marked
+// (driver.AttemptSending), or, for a campaign's pair, its token reached by
+// another delivery of the campaign (AttemptDuplicate) or in flight there
+// (MarkHeld). The statement is not cancelled by a stop (a cancel racing its
+// commit would leave the caller unsure what it counted).
+func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (map[markKey]string, error) {
 	keys := make([]driver.DeviceAttemptKey, len(wave))
 	for i, p := range wave {
 		keys[i] = driver.DeviceAttemptKey{DeliveryID: p.d.row.ID, DeviceID: p.dev.ID, Transport: string(p.dev.Transport), TokenKey: p.tokenKey}
+		if p.d.row.Campaign {
+			keys[i].CampaignMessageID = p.d.row.MessageID
+		}
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
@@ -94,11 +118,11 @@ func (c *clientCore) markSending(ctx context.Context, b *batch, wave []*pair) (m
 	if err != nil {
 		return nil, fmt.Errorf("oncepush: mark sending: %w", err)
 	}
-	owned := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		owned[id] = true
+	verdicts := make(map[markKey]string, len(ids))
+	for _, m := range ids {
+		verdicts[markKey{m.DeliveryID, pairKey{m.Transport, m.TokenKey}}] = m.State
 	}
-	return owned, nil
+	return verdicts, nil
 }
 
 // submit makes one provider call. It checks, immediately before calling, that

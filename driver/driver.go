@@ -77,7 +77,17 @@ const (
 	// AttemptAmbiguous: maybe submitted. Under the resend policy it will be sent
 	// again with the same collapse id; under at-most-once it is settled.
 	AttemptAmbiguous = "ambiguous"
+	// AttemptDuplicate: a campaign delivery's pair never submitted, because
+	// another delivery of the campaign reached its token (it moved between
+	// recipients). Settled.
+	AttemptDuplicate = "duplicate"
 )
+
+// MarkHeld is DeviceAttemptMarkSending's answer for a campaign pair whose
+// token another delivery of the campaign has in flight: not marked, and
+// not settled either, since that submission may yet fail. It is no ledger
+// state: nothing is written for the pair.
+const MarkHeld = "held"
 
 // Driver is a database that can hold the oncepush ledger. TTx is the driver's
 // transaction type (pgx.Tx, *sql.Tx), so that SendTx can join a caller's
@@ -167,7 +177,7 @@ type Executor interface {
 
 	// DeliveryClaim leases up to Max due pending deliveries to LeaseID: those
 	// not of the campaign lane first, then the campaign lane's (a delivery
-	// written with DeliveryInsertParams.Campaign), each oldest due first,
+	// written with CampaignDeliveryInsert), each oldest due first,
 	// skipping rows locked by others, moving each row's next_attempt_at to
 	// the lease's end. It returns the rows and the instant it used as "now".
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) (*DeliveryClaimResult, error)
@@ -200,9 +210,27 @@ type Executor interface {
 	// state sending, one more submission, the device id of this registration.
 	// Only pairs of deliveries still leased to LeaseID, pending, and whose lease
 	// ends at least MinLeaseLeft after now are marked; the rows are locked
-	// against a concurrent claim while checked. It returns the ids of the
-	// deliveries whose pairs it marked.
-	DeviceAttemptMarkSending(ctx context.Context, p *DeviceAttemptMarkSendingParams) ([]int64, error)
+	// against a concurrent claim while checked.
+	//
+	// A pair with a CampaignMessageID is marked only if its delivery holds
+	// the token in the campaign (oncepush_campaign_token, D107): it takes
+	// the token first, insert-first on (message, transport, token key), or
+	// takes it over when the holder's last submission provably did not
+	// reach it (CampaignTokenFree). A pair whose token another delivery
+	// holds is not marked: if the holder's attempt on the token is settled
+	// or ambiguous, the pair's attempt is written AttemptDuplicate (one
+	// statement with the marks); if it is still sending, the pair is
+	// answered MarkHeld and nothing is written.
+	//
+	// It answers every pair of the deliveries it found leased, with its
+	// state: AttemptSending (marked), AttemptDuplicate or MarkHeld. Pairs of
+	// other deliveries are absent.
+	DeviceAttemptMarkSending(ctx context.Context, p *DeviceAttemptMarkSendingParams) ([]MarkedPair, error)
+	// CampaignTokenFree frees campaign tokens held by the given deliveries
+	// (each key's DeliveryID; keys held by another delivery are left): the
+	// holder's submission provably did not reach the device, so another
+	// delivery of the campaign may take the token over.
+	CampaignTokenFree(ctx context.Context, keys []CampaignTokenKey) error
 	// DeviceDeleteMany deletes devices matching (id, recipient, token) exactly and
 	// returns how many it deleted.
 	DeviceDeleteMany(ctx context.Context, keys []DeviceKey) (int, error)
@@ -341,10 +369,13 @@ type Executor interface {
 	// after the given one, ordered by recipient then id, excluding devices
 	// bound to a revoked session.
 	DeviceListAfter(ctx context.Context, after string, limit int) ([]*Device, error)
-	// DeliveryInsertMany writes deliveries of an existing message, one per
-	// recipient (NotificationIDs[i], due at DueAt[i]), skipping recipients
-	// whose (recipient, DedupKey) exists, and returns how many it wrote.
-	DeliveryInsertMany(ctx context.Context, p *DeliveryInsertParams) (int, error)
+	// CampaignDeliveryInsert writes a campaign's deliveries of its message
+	// (which exists), in the campaign lane, one per recipient
+	// (NotificationIDs[i], due at DueAt[i]), skipping recipients who have a
+	// campaign delivery of the message already, and returns how many it
+	// wrote. They carry no dedup key: their uniqueness is (message,
+	// recipient) among campaign deliveries, which no send can name (D105).
+	CampaignDeliveryInsert(ctx context.Context, p *CampaignDeliveryInsertParams) (int, error)
 	// DeviceAttemptCountByState counts a message's device attempts by
 	// state.
 	DeviceAttemptCountByState(ctx context.Context, messageID int64) (map[string]int, error)
@@ -642,6 +673,26 @@ type DeviceAttemptKey struct {
 	DeviceID   int64
 	Transport  string
 	TokenKey   string
+	// CampaignMessageID is the message of a campaign delivery's pair, 0 for
+	// any other: the token must be the delivery's in its campaign.
+	CampaignMessageID int64
+}
+
+// MarkedPair is DeviceAttemptMarkSending's answer for one pair: State is
+// AttemptSending, AttemptDuplicate or MarkHeld.
+type MarkedPair struct {
+	DeliveryID int64
+	Transport  string
+	TokenKey   string
+	State      string
+}
+
+// CampaignTokenKey names a campaign's token held by a delivery.
+type CampaignTokenKey struct {
+	MessageID  int64
+	Transport  string
+	TokenKey   string
+	DeliveryID int64
 }
 
 // DeviceAttemptMarkSendingParams marks pairs sending under one lease.
@@ -797,14 +848,11 @@ type CampaignPageParams struct {
 	Recipients []string // distinct
 }
 
-// DeliveryInsertParams writes deliveries of an existing message.
-type DeliveryInsertParams struct {
-	Now       *time.Time
-	MessageID int64
-	// Campaign puts the deliveries in the campaign lane, which the claim
-	// takes from after the other (DeliveryClaim).
-	Campaign        bool
-	DedupKey        string
+// CampaignDeliveryInsertParams writes a campaign's deliveries of its
+// message.
+type CampaignDeliveryInsertParams struct {
+	Now             *time.Time
+	MessageID       int64
 	Recipients      []string
 	NotificationIDs []string
 	DueAt           []time.Time

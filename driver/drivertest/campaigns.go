@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,9 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignAtLocalTime", testCampaignAtLocalTime[TTx]},
 		{"TransactionalSendsFirst", testTransactionalSendsFirst[TTx]},
 		{"CampaignCeilingAcrossClients", testCampaignCeiling[TTx]},
+		{"CampaignKeyUnreachable", testCampaignKeyUnreachable[TTx]},
+		{"CampaignTokenMovedReachedOnce", testCampaignTokenMovedReachedOnce[TTx]},
+		{"CampaignTokenInFlightHeld", testCampaignTokenInFlightHeld[TTx]},
 	}
 }
 
@@ -848,4 +852,177 @@ func testTransactionalSendsFirst[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("%d submissions, want 21", len(subs))
 	}
 	wantStatus(t, b.only("urgent"), oncepush.StatusSent)
+}
+
+// testCampaignKeyUnreachable: a campaign's deliveries are deduplicated in a
+// space no caller's input reaches. A send whose dedup key spells what the
+// campaign used internally ("campaign:<id>") takes no target from it, before
+// or after the expansion, shares no notification id with it, and a list of
+// messages by that key does not find the campaign's.
+func testCampaignKeyUnreachable[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	rs := b.recipientsNamed("key-", 3)
+	c := b.createCampaign(campaignSpec("campaign"))
+	key := fmt.Sprintf("campaign:%d", c.ID)
+	if res := b.send(rs[:1], msg("plain before"), &oncepush.SendOptions{DedupKey: key}); res.Queued != 1 {
+		t.Fatalf("a plain send under %q: %+v, want queued", key, res)
+	}
+	b.upload(c.ID, 1, rs...)
+	if _, err := b.client.StartCampaign(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != len(rs) {
+		t.Fatalf("expansion wrote %d deliveries, want %d: a plain send under %q took a target", st.Written, len(rs), key)
+	}
+	if res := b.send(rs[1:2], msg("plain after"), &oncepush.SendOptions{DedupKey: key}); res.Queued != 1 || res.Duplicates != 0 {
+		t.Fatalf("a plain send under %q after the expansion: %+v, want queued, not a duplicate of the campaign's", key, res)
+	}
+	b.drain()
+	ids := map[string]string{}
+	for _, s := range b.fcm.Submissions() {
+		if prev, dup := ids[s.NotificationID]; dup {
+			t.Fatalf("%q and %q share notification id %s: a device's seen-set drops one", prev, s.Title, s.NotificationID)
+		}
+		ids[s.NotificationID] = s.Title
+	}
+	if len(ids) != 5 {
+		t.Fatalf("%d distinct submissions, want 5 (3 campaign, 2 plain): %v", len(ids), ids)
+	}
+	page, err := b.client.Messages(b.ctx, oncepush.MessageQuery{DedupKey: key, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range page.Messages {
+		if m.ID == b.campaign(c.ID).MessageID {
+			t.Fatalf("messages listed under dedup key %q include the campaign's", key)
+		}
+	}
+}
+
+// testCampaignTokenMovedReachedOnce: one campaign reaches one token once,
+// across batches. Between the campaign's two expansion batches, two tokens
+// move from recipients of the first batch to a recipient of the second:
+// one its first delivery has already had accepted, which the second must
+// not send again (a second push with another oncepush_id, which no seen-set
+// catches) and counts as a duplicate token; and one whose first submission
+// the provider answered "retry later", which nobody has reached, so the
+// second delivery takes it over rather than leave it unreached.
+func testCampaignTokenMovedReachedOnce[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 2 })
+	reached := b.register("move-a", oncepush.TransportFCM)[0]
+	retried := b.register("move-b", oncepush.TransportFCM)[0]
+	own := b.register("move-z", oncepush.TransportFCM)[0]
+	c := b.startCampaign(campaignSpec("moved"), "move-a", "move-b", "move-z")
+	stop := errors.New("injected: the second batch waits")
+	batches := 0
+	firstOnly := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
+		if batches++; batches == 2 {
+			return stop
+		}
+		return nil
+	}})
+	if st, err := b.client.ExpandCampaigns(firstOnly); !errors.Is(err, stop) || st.Written != 2 {
+		t.Fatalf("the first batch: %+v, %v; want move-a and move-b written", st, err)
+	}
+	b.fcm.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
+		if s.Device.Token == retried.Token {
+			return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 UNAVAILABLE"}
+		}
+		return oncepush.Accepted("accepted")
+	})
+	b.drain()
+	b.fcm.Answer(nil)
+	if n := b.fcm.Count(); n != 2 {
+		t.Fatalf("the first batch's sends: %d, want 2", n)
+	}
+
+	// Both tokens change hands, then the second batch is written.
+	for _, d := range []*oncepush.Device{reached, retried} {
+		if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "move-z", Transport: d.Transport, Token: d.Token}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.expand(b.client); st.Written != 1 || st.Completed != 1 {
+		t.Fatalf("the second batch: %+v, want move-z written", st)
+	}
+	b.drainAfter(2 * time.Hour) // past move-b's backoff
+	b.drain()
+
+	accepted := map[oncepush.Token][]string{}
+	answeredRetry := false
+	for _, s := range b.fcm.Submissions() {
+		if s.Device.Token == retried.Token && !answeredRetry {
+			answeredRetry = true // its first submission: not reached
+			continue
+		}
+		accepted[s.Device.Token] = append(accepted[s.Device.Token], s.NotificationID)
+	}
+	for what, tok := range map[string]oncepush.Token{"the token reached before it moved": reached.Token,
+		"the token answered retry before it moved": retried.Token, "move-z's own token": own.Token} {
+		if got := accepted[tok]; len(got) != 1 {
+			t.Errorf("%s: reached %d times by the campaign (oncepush_id %v), want once", what, len(got), got)
+		}
+	}
+	got := b.campaign(c.ID)
+	if got.DuplicateTokens != 1 {
+		t.Errorf("duplicateTokens %d, want 1 (the token reached before it moved)", got.DuplicateTokens)
+	}
+	if got.Totals.Queued != 0 {
+		t.Errorf("totals %+v: deliveries left queued", *got.Totals)
+	}
+}
+
+// testCampaignTokenInFlightHeld: a token moves while the campaign's send
+// to it is in flight. The new owner's delivery, claimed by another client
+// meanwhile, does not send it (the mark finds the token held by a send that
+// may yet succeed) and is put back, unsent; once that send is accepted, it
+// is settled as a duplicate, never sent, and ends skipped, its only device
+// having had the campaign.
+func testCampaignTokenInFlightHeld[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 1 })
+	tok := b.register("held-a", oncepush.TransportFCM)[0].Token
+	c := b.startCampaign(campaignSpec("held"), "held-a", "held-z")
+	stop := errors.New("injected: the second batch waits")
+	batches := 0
+	firstOnly := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
+		if batches++; batches == 2 {
+			return stop
+		}
+		return nil
+	}})
+	if st, err := b.client.ExpandCampaigns(firstOnly); !errors.Is(err, stop) || st.Written != 1 {
+		t.Fatalf("the first batch: %+v, %v; want held-a written", st, err)
+	}
+	release := b.fcm.Hold()
+	defer release()
+	drained := make(chan error, 1)
+	go func() { _, err := b.client.Drain(b.ctx); drained <- err }()
+	if !b.fcm.WaitCount(b.ctx, 1) {
+		t.Fatal("held-a's send never started")
+	}
+	// In flight: the token changes hands and held-z's delivery is written
+	// and claimed by another client.
+	if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "held-z", Transport: oncepush.TransportFCM, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.expand(b.client); st.Written != 1 {
+		t.Fatalf("the second batch: %+v, want held-z written", st)
+	}
+	other := b.newClient(b.db.Driver(t, 0), func(c *oncepush.Config) { c.Providers = []oncepush.Provider{b.fcm} })
+	st := drain(t, other)
+	if st.Claimed != 1 || st.Submitted != 0 || st.Released != 1 {
+		t.Fatalf("held-z's run while held-a's send is in flight: %+v; want it claimed and put back unsent", st)
+	}
+	release()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	b.drainAfter(time.Minute)
+	if n := b.fcm.Count(); n != 1 {
+		t.Fatalf("the token was submitted %d times, want once", n)
+	}
+	wantStatus(t, b.only("held-z"), oncepush.StatusSkipped)
+	if got := b.campaign(c.ID); got.DuplicateTokens != 1 || got.Totals.Sent != 1 || got.Totals.Skipped != 1 {
+		t.Fatalf("duplicateTokens %d, totals %+v; want 1 duplicate, 1 sent, 1 skipped", got.DuplicateTokens, *got.Totals)
+	}
 }

@@ -76,6 +76,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"SendTxRolledBackSendsNothing", testSendTxRollback[TTx]},
 		{"DedupSequential", testDedupSequential[TTx]},
 		{"SendToDevices", testSendToDevices[TTx]},
+		{"DeviceRecipientUnreachable", testDeviceRecipientUnreachable[TTx]},
 		{"DedupConcurrent", testDedupConcurrent[TTx]},
 		{"DedupKeyFreeAfterRetention", testDedupFreedByRetention[TTx]},
 		{"ValidationWritesNothing", testValidation[TTx]},

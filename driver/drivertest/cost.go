@@ -99,7 +99,7 @@ func (e *countingExec) DeviceAttemptUpsertMany(ctx context.Context, p *driver.De
 	return e.Executor.DeviceAttemptUpsertMany(ctx, p)
 }
 
-func (e *countingExec) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+func (e *countingExec) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]driver.MarkedPair, error) {
 	e.countUnlessEmpty(len(p.Pairs))
 	return e.Executor.DeviceAttemptMarkSending(ctx, p)
 }

@@ -390,3 +390,52 @@ func (b *bundle[TTx]) wantNoDirectWrites(tok oncepush.Token) {
 		b.t.Fatalf("a refused direct send left %d devices and %d deliveries", len(devs), len(ds))
 	}
 }
+
+// testDeviceRecipientUnreachable: a direct send's implicit recipient
+// ("device:…") is the engine's, not a caller's. No call that writes under a
+// recipient the caller names takes one: a plain send to it (which would
+// reach the device by an id that appears in logs and URLs, without its
+// secret token), a registration under it (which would attach another token
+// to every later direct send to the device), an uploaded campaign
+// audience. Each is refused naming the field, and writes nothing.
+func testDeviceRecipientUnreachable[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	tok := tokenFor(oncepush.TransportFCM, "direct")
+	implicit := b.deviceRecipient(oncepush.TransportFCM, tok)
+	direct := []oncepush.DeviceAddress{{Transport: oncepush.TransportFCM, Token: tok}}
+	if _, err := b.client.SendToDevices(b.ctx, direct, msg("direct"), nil); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what, field string, err error) {
+		t.Helper()
+		var ve *oncepush.ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("%s under the implicit recipient %s: %v, want a ValidationError naming %q", what, implicit, err, field)
+		}
+	}
+	_, err := b.client.Send(b.ctx, []string{"someone", implicit}, msg("plain"), &oncepush.SendOptions{DedupKey: "k"})
+	refused("a plain send", "recipients[1]", err)
+	other := tokenFor(oncepush.TransportFCM, "other")
+	_, err = b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: implicit, Transport: oncepush.TransportFCM, Token: other})
+	refused("a registration", "recipient", err)
+	c := b.createCampaign(campaignSpec("campaign"))
+	_, err = b.client.AddCampaignRecipients(b.ctx, c.ID, 1, []string{"someone", implicit})
+	refused("a campaign page", "recipients[1]", err)
+
+	if _, err := b.client.SendToDevices(b.ctx, direct, msg("direct again"), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.drain()
+	subs := b.fcm.Submissions()
+	if len(subs) != 2 {
+		t.Fatalf("FCM got %d submissions, want the 2 direct sends", len(subs))
+	}
+	for _, s := range subs {
+		if s.Device.Token != tok || !strings.HasPrefix(s.Title, "direct") {
+			t.Fatalf("a submission of %q to %s, want only the direct sends to their token", s.Title, oncepush.MaskToken(string(s.Device.Token)))
+		}
+	}
+	if ds := b.deliveries(implicit); len(ds) != 2 {
+		t.Fatalf("the implicit recipient has %d deliveries, want the 2 direct sends", len(ds))
+	}
+}

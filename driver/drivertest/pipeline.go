@@ -227,7 +227,7 @@ type markExec[TTx any] struct {
 	log *markLog[TTx]
 }
 
-func (e *markExec[TTx]) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+func (e *markExec[TTx]) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]driver.MarkedPair, error) {
 	e.log.mu.Lock()
 	e.log.size = append(e.log.size, len(p.Pairs))
 	e.log.mu.Unlock()

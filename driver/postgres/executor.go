@@ -379,7 +379,7 @@ func (e *executor) DeviceAttemptUpsertMany(ctx context.Context, p *driver.Device
 	return err
 }
 
-func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]int64, error) {
+func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.DeviceAttemptMarkSendingParams) ([]driver.MarkedPair, error) {
 	n := len(p.Pairs)
 	if n == 0 {
 		return nil, nil
@@ -388,13 +388,33 @@ func (e *executor) DeviceAttemptMarkSending(ctx context.Context, p *driver.Devic
 	deviceIDs := make([]int64, n)
 	transports := make([]string, n)
 	tokenKeys := make([]string, n)
+	campaigns := make([]int64, n)
 	for i, k := range p.Pairs {
 		deliveryIDs[i], deviceIDs[i], transports[i], tokenKeys[i] = k.DeliveryID, k.DeviceID, k.Transport, k.TokenKey
+		campaigns[i] = k.CampaignMessageID
 	}
-	return queryPlanned(ctx, e.db, pgx.RowTo[int64], "DeviceAttemptMarkSending", q.Get("DeviceAttemptMarkSending"), named{
+	return queryPlanned(ctx, e.db, pgx.RowToStructByPos[driver.MarkedPair], "DeviceAttemptMarkSending", q.Get("DeviceAttemptMarkSending"), named{
 		"now": p.Now, "lease_id": p.LeaseID, "min_left_us": micros(p.MinLeaseLeft),
 		"delivery_ids": deliveryIDs, "device_ids": deviceIDs, "transports": transports, "token_keys": tokenKeys,
+		"campaign_messages": campaigns,
 	})
+}
+
+func (e *executor) CampaignTokenFree(ctx context.Context, keys []driver.CampaignTokenKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	msgs := make([]int64, len(keys))
+	transports := make([]string, len(keys))
+	tokenKeys := make([]string, len(keys))
+	deliveries := make([]int64, len(keys))
+	for i, k := range keys {
+		msgs[i], transports[i], tokenKeys[i], deliveries[i] = k.MessageID, k.Transport, k.TokenKey, k.DeliveryID
+	}
+	_, err := e.db.Exec(ctx, q.Get("CampaignTokenFree"), named{
+		"message_ids": msgs, "transports": transports, "token_keys": tokenKeys, "delivery_ids": deliveries,
+	})
+	return err
 }
 
 func (e *executor) DeviceDeleteMany(ctx context.Context, keys []driver.DeviceKey) (int, error) {
@@ -829,11 +849,11 @@ func (e *executor) DeviceListAfter(ctx context.Context, after string, limit int)
 	return query(ctx, e.db, scanDevice, q.Get("DeviceListAfter"), named{"after": after, "max": limit})
 }
 
-func (e *executor) DeliveryInsertMany(ctx context.Context, p *driver.DeliveryInsertParams) (int, error) {
+func (e *executor) CampaignDeliveryInsert(ctx context.Context, p *driver.CampaignDeliveryInsertParams) (int, error) {
 	var n int
-	err := e.db.QueryRow(ctx, q.Get("DeliveryInsertMany"), named{
-		"now": p.Now, "message_id": p.MessageID, "dedup_key": p.DedupKey, "recipients": p.Recipients,
-		"notification_ids": p.NotificationIDs, "due_at": p.DueAt, "campaign": p.Campaign,
+	err := e.db.QueryRow(ctx, q.Get("CampaignDeliveryInsert"), named{
+		"now": p.Now, "message_id": p.MessageID, "recipients": p.Recipients,
+		"notification_ids": p.NotificationIDs, "due_at": p.DueAt,
 	}).Scan(&n)
 	return n, err
 }

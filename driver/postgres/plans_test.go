@@ -243,7 +243,7 @@ func markFindsItsDeliveriesByID(t *testing.T, p *planner) {
 			t.Fatal(err)
 		}
 	}()
-	args := []string{"NULL", "'{10,20,30}'", "7", "52500000000", "'{1,2,3}'", "'{fcm,fcm,fcm}'", "'{a,b,c}'"}
+	args := []string{"NULL", "'{10,20,30}'", "7", "52500000000", "'{1,2,3}'", "'{fcm,fcm,fcm}'", "'{a,b,c}'", "'{0,5,5}'"}
 	for _, mode := range planModes {
 		plan := p.plan(t, "DeviceAttemptMarkSending", mode, args)
 		plan.walk(func(n *planNode) {
@@ -407,7 +407,7 @@ var hotStatements = []struct {
 	{"PreferenceGetMany", map[string]string{"recipients": arrayOf(1, 100, "r%d")}},
 	{"DeviceAttemptMarkSending", map[string]string{"now": "NULL", "delivery_ids": idList(19000, 100), "lease_id": "7",
 		"min_left_us": "1000000", "device_ids": idList(19000, 100), "transports": arrayOf(0, 100, "fcm"),
-		"token_keys": arrayOf(19000, 100, "tok%d")}},
+		"token_keys": arrayOf(19000, 100, "tok%d"), "campaign_messages": arrayOf(0, 100, "5")}},
 	{"DeliveryUpdateMany", map[string]string{"now": "NULL", "lease_id": "7", "ids": idList(19000, 100),
 		"statuses": arrayOf(0, 100, "sent"), "attempts": arrayOf(0, 100, "0"),
 		"next_ats": arrayOf(0, 100, "NULL"), "delays_us": arrayOf(0, 100, "0"),

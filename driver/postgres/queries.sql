@@ -181,6 +181,14 @@ SET state         = excluded.state,
 -- the table's check) and the lease left as a difference, which the partial
 -- index's predicate and columns do not match. Locked by id, ascending,
 -- as every statement locking several deliveries does (D101).
+-- A campaign delivery's pair (@campaign_messages > 0) first takes its token
+-- in the campaign (D107), in key order, so that two marks lock the rows in
+-- one order: a token no one holds, its own, or one whose holder's last
+-- submission provably failed (free). A token held by another delivery is
+-- not marked: "duplicate" (written) when the holder's attempt is settled or
+-- ambiguous, "held" (nothing written) while it may still be in flight or
+-- its mark is not in this statement's snapshot. Every pair of a leased
+-- delivery is answered with its verdict.
 WITH n AS MATERIALIZED (SELECT coalesce(@now::timestamptz, now()) AS now),
 own AS MATERIALIZED (
     SELECT d.id
@@ -191,23 +199,91 @@ own AS MATERIALIZED (
       AND d.next_attempt_at - n.now >= @min_left_us::bigint * interval '1 microsecond'
     ORDER BY d.id
     FOR UPDATE OF d
+),
+u AS MATERIALIZED (
+    SELECT u.*
+    FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @token_keys::text[],
+                @campaign_messages::bigint[]) AS u (delivery_id, device_id, transport, token_key, campaign_message)
+         JOIN own ON own.id = u.delivery_id
+),
+taken AS (
+    INSERT INTO oncepush_campaign_token AS t (message_id, transport, token_key, delivery_id)
+    SELECT DISTINCT ON (campaign_message, transport, token_key) campaign_message, transport, token_key, delivery_id
+    FROM u
+    WHERE campaign_message > 0
+    ORDER BY campaign_message, transport, token_key, delivery_id
+    ON CONFLICT (message_id, transport, token_key) DO UPDATE
+    SET delivery_id = CASE WHEN t.free THEN excluded.delivery_id ELSE t.delivery_id END,
+        free        = false
+    RETURNING t.message_id, t.transport, t.token_key, t.delivery_id
+),
+verdict AS MATERIALIZED (
+    SELECT u.*, t.delivery_id AS holder,
+           CASE
+               WHEN u.campaign_message = 0 OR t.delivery_id = u.delivery_id THEN 'sending'
+               WHEN h.state IN ('accepted', 'invalid', 'rejected', 'ambiguous') THEN 'duplicate'
+               ELSE 'held'
+           END AS state
+    FROM u
+         LEFT JOIN taken t
+                   ON t.message_id = u.campaign_message AND t.transport = u.transport AND t.token_key = u.token_key
+         LEFT JOIN oncepush_device_attempt h
+                   ON h.delivery_id = t.delivery_id AND h.transport = u.transport AND h.token_key = u.token_key
+),
+marked AS (
+    INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
+                                              ambiguous, provider_id, error, first_sent_at,
+                                              last_sent_at, updated_at)
+    SELECT v.delivery_id, v.device_id, v.transport, v.token_key, 'sending', 1, 0, '', '', n.now, n.now, n.now
+    FROM verdict v, n
+    WHERE v.state = 'sending'
+    ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
+    SET state         = 'sending',
+        device_id     = excluded.device_id,
+        submissions   = a.submissions + 1,
+        first_sent_at = coalesce(a.first_sent_at, excluded.first_sent_at),
+        last_sent_at  = excluded.last_sent_at,
+        updated_at    = excluded.updated_at
+    RETURNING a.delivery_id, a.transport, a.token_key
+),
+duplicate AS (
+    INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
+                                              ambiguous, provider_id, error, updated_at)
+    SELECT v.delivery_id, v.device_id, v.transport, v.token_key, 'duplicate', 0, 0, '',
+           v.transport || ' not sent: this campaign reached the token through delivery ' || v.holder, n.now
+    FROM verdict v, n
+    WHERE v.state = 'duplicate'
+    ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
+    SET state      = 'duplicate',
+        device_id  = excluded.device_id,
+        error      = excluded.error,
+        updated_at = excluded.updated_at
+    RETURNING a.delivery_id, a.transport, a.token_key
 )
-INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
-                                          ambiguous, provider_id, error, first_sent_at,
-                                          last_sent_at, updated_at)
-SELECT u.delivery_id, u.device_id, u.transport, u.token_key, 'sending', 1, 0, '', '', n.now, n.now, n.now
-FROM unnest(@delivery_ids::bigint[], @device_ids::bigint[], @transports::text[], @token_keys::text[])
-         AS u (delivery_id, device_id, transport, token_key)
-     JOIN own ON own.id = u.delivery_id,
-     n
-ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
-SET state         = 'sending',
-    device_id     = excluded.device_id,
-    submissions   = a.submissions + 1,
-    first_sent_at = coalesce(a.first_sent_at, excluded.first_sent_at),
-    last_sent_at  = excluded.last_sent_at,
-    updated_at    = excluded.updated_at
-RETURNING a.delivery_id;
+SELECT delivery_id, transport, token_key, 'sending' FROM marked
+UNION ALL
+SELECT delivery_id, transport, token_key, 'duplicate' FROM duplicate
+UNION ALL
+SELECT delivery_id, transport, token_key, 'held' FROM verdict WHERE state = 'held';
+
+-- name: CampaignTokenFree :exec
+-- The holders' submissions provably did not reach the devices (D107): the
+-- tokens may be taken over. Only rows the given delivery holds, locked in
+-- key order, as the mark takes them.
+WITH locked AS (
+    SELECT t.message_id, t.transport, t.token_key
+    FROM oncepush_campaign_token t
+         JOIN unnest(@message_ids::bigint[], @transports::text[], @token_keys::text[], @delivery_ids::bigint[])
+              AS k (message_id, transport, token_key, delivery_id)
+              ON t.message_id = k.message_id AND t.transport = k.transport AND t.token_key = k.token_key
+                 AND t.delivery_id = k.delivery_id
+    ORDER BY t.message_id, t.transport, t.token_key
+    FOR UPDATE OF t
+)
+UPDATE oncepush_campaign_token t
+SET free = true
+FROM locked l
+WHERE t.message_id = l.message_id AND t.transport = l.transport AND t.token_key = l.token_key;
 
 -- name: DeviceDeleteMany :execrows
 -- Matches (id, recipient, token): a token that moved to a new owner has a new id.
@@ -665,16 +741,17 @@ WHERE d.recipient > @after
 ORDER BY d.recipient, d.id
 LIMIT @max;
 
--- name: DeliveryInsertMany :one
--- MessageInsert's delivery insert, for a message that exists, each row due
--- at its own time.
+-- name: CampaignDeliveryInsert :one
+-- A campaign's deliveries of its message, each row due at its own time, in
+-- the campaign lane. No dedup key: one per (message, recipient) among
+-- campaign deliveries, a key no send can name (D105).
 WITH n AS (SELECT coalesce(@now::timestamptz, now()) AS now),
 d AS (
-    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at, campaign)
-    SELECT @message_id, u.recipient, u.notification_id, nullif(@dedup_key::text, ''), u.due_at, n.now, @campaign
+    INSERT INTO oncepush_delivery (message_id, recipient, notification_id, next_attempt_at, created_at, campaign)
+    SELECT @message_id, u.recipient, u.notification_id, u.due_at, n.now, true
     FROM n, unnest(@recipients::text[], @notification_ids::text[], @due_at::timestamptz[])
               AS u (recipient, notification_id, due_at)
-    ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    ON CONFLICT (message_id, recipient) WHERE campaign DO NOTHING
     RETURNING 1
 )
 SELECT count(*)::integer FROM d;

@@ -213,15 +213,16 @@ func TestCampaignStatements(t *testing.T) {
 		t.Fatalf("devices after u_a: %v, %v", devs, err)
 	}
 
-	// Deliveries of an existing message, each due at its own time, once per key.
+	// A campaign's deliveries of its message, each due at its own time, once
+	// per recipient, with no dedup key.
 	due := []time.Time{now.Add(time.Second), now.Add(2 * time.Second)}
-	p := &driver.DeliveryInsertParams{Now: &now, MessageID: msg, DedupKey: "campaign:1",
+	p := &driver.CampaignDeliveryInsertParams{Now: &now, MessageID: msg,
 		Recipients: []string{"u_a", "u_c"}, NotificationIDs: []string{"n1", "n2"}, DueAt: due}
-	if n, err := ex.DeliveryInsertMany(ctx, p); err != nil || n != 2 {
+	if n, err := ex.CampaignDeliveryInsert(ctx, p); err != nil || n != 2 {
 		t.Fatalf("insert: %d, %v", n, err)
 	}
 	p.Recipients, p.NotificationIDs, p.DueAt = []string{"u_c", "u_d"}, []string{"n3", "n4"}, due
-	if n, err := ex.DeliveryInsertMany(ctx, p); err != nil || n != 1 {
+	if n, err := ex.CampaignDeliveryInsert(ctx, p); err != nil || n != 1 {
 		t.Fatalf("insert again: %d, %v", n, err)
 	}
 	ds, err := ex.DeliveryListByMessage(ctx, msg, 0, 10)
@@ -229,7 +230,7 @@ func TestCampaignStatements(t *testing.T) {
 		t.Fatalf("deliveries %v, %v", ds, err)
 	}
 	for i, want := range []time.Time{due[0], due[1], due[1]} {
-		if !ds[i].NextAttemptAt.Equal(want) || !ds[i].CreatedAt.Equal(now) || ds[i].DedupKey != "campaign:1" {
+		if !ds[i].NextAttemptAt.Equal(want) || !ds[i].CreatedAt.Equal(now) || ds[i].DedupKey != "" {
 			t.Errorf("delivery %d: %+v", i, ds[i])
 		}
 	}

@@ -26,18 +26,27 @@ RETURNING id;
 DELETE FROM oncepush_message WHERE id = @id;
 
 -- name: DeliveryInsertMany :execrows
--- Part of MessageInsert, and on its own for a message that exists (a
--- campaign's batch). @deliveries: [[recipient, notification id], …], or
--- [[recipient, notification id, due µs], …] when each row falls due at its
--- own time; tuples rather than lists, since joining json_each by key would
--- compare every element with every other.
-INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at, campaign)
-SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''),
-       coalesce(u.value ->> 2, @scheduled_at, @now), @now, @campaign
+-- Part of MessageInsert. @deliveries: [[recipient, notification id], …];
+-- tuples rather than lists, since joining json_each by key would compare
+-- every element with every other.
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, dedup_key, next_attempt_at, created_at)
+SELECT @message_id, u.value ->> 0, u.value ->> 1, nullif(@dedup_key, ''), coalesce(@scheduled_at, @now), @now
 FROM json_each(@deliveries) AS u
 WHERE true
 ORDER BY u.key
 ON CONFLICT (recipient, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING;
+
+-- name: CampaignDeliveryInsert :execrows
+-- A campaign's deliveries of its message, in the campaign lane.
+-- @deliveries: [[recipient, notification id, due µs], …]. No dedup key: one
+-- per (message, recipient) among campaign deliveries, a key no send can
+-- name (D105).
+INSERT INTO oncepush_delivery (message_id, recipient, notification_id, next_attempt_at, created_at, campaign)
+SELECT @message_id, u.value ->> 0, u.value ->> 1, u.value ->> 2, @now, 1
+FROM json_each(@deliveries) AS u
+WHERE true
+ORDER BY u.key
+ON CONFLICT (message_id, recipient) WHERE campaign = 1 DO NOTHING;
 
 -- name: DeliveryClaimDue :many
 -- The first half of the claim: the due rows and the lease each carries now.
@@ -181,6 +190,67 @@ SET state         = 'sending',
     last_sent_at  = excluded.last_sent_at,
     updated_at    = excluded.updated_at
 RETURNING delivery_id;
+
+-- name: DeviceAttemptMarkOwn :many
+-- DeviceAttemptMarkSending's first step: which of @ids are still leased to
+-- @lease_id with at least @min_left_us of lease left (as the mark checks).
+SELECT d.id
+FROM json_each(@ids) AS u
+     JOIN oncepush_delivery d ON d.id = u.value
+WHERE d.lease_id = @lease_id
+  AND d.status = 'pending'
+  AND d.next_attempt_at >= @now + @min_left_us;
+
+-- name: CampaignTokenTake :many
+-- DeviceAttemptMarkSending's campaign pairs take their tokens (D107): one
+-- no one holds, their own, or a free one; the answer is each token's
+-- holder after the statement. @tokens: [{"message_id", "transport",
+-- "token_key", "delivery_id"}, …], distinct.
+INSERT INTO oncepush_campaign_token AS t (message_id, transport, token_key, delivery_id)
+SELECT u.value ->> '$.message_id', u.value ->> '$.transport', u.value ->> '$.token_key', u.value ->> '$.delivery_id'
+FROM json_each(@tokens) AS u
+WHERE true
+ON CONFLICT (message_id, transport, token_key) DO UPDATE
+SET delivery_id = CASE WHEN t.free THEN excluded.delivery_id ELSE t.delivery_id END,
+    free        = 0
+RETURNING message_id, transport, token_key, delivery_id;
+
+-- name: DeviceAttemptStateMany :many
+-- The ledger state of the given pairs, for those that have a row.
+-- @pairs: [{"delivery_id", "transport", "token_key"}, …].
+SELECT a.delivery_id, a.transport, a.token_key, a.state
+FROM json_each(@pairs) AS u
+     JOIN oncepush_device_attempt a
+          ON a.delivery_id = u.value ->> '$.delivery_id' AND a.transport = u.value ->> '$.transport'
+             AND a.token_key = u.value ->> '$.token_key';
+
+-- name: DeviceAttemptDuplicateMany :exec
+-- Campaign pairs whose token another delivery of the campaign reached:
+-- settled "duplicate", never submitted. @pairs: [{"delivery_id",
+-- "device_id", "transport", "token_key", "holder"}, …].
+INSERT INTO oncepush_device_attempt AS a (delivery_id, device_id, transport, token_key, state, submissions,
+                                          ambiguous, provider_id, error, updated_at)
+SELECT u.value ->> '$.delivery_id', u.value ->> '$.device_id', u.value ->> '$.transport', u.value ->> '$.token_key',
+       'duplicate', 0, 0, '',
+       (u.value ->> '$.transport') || ' not sent: this campaign reached the token through delivery ' || (u.value ->> '$.holder'),
+       @now
+FROM json_each(@pairs) AS u
+WHERE true
+ON CONFLICT (delivery_id, transport, token_key) DO UPDATE
+SET state      = 'duplicate',
+    device_id  = excluded.device_id,
+    error      = excluded.error,
+    updated_at = excluded.updated_at;
+
+-- name: CampaignTokenFree :exec
+-- The holders' submissions provably did not reach the devices (D107): the
+-- tokens may be taken over. Only rows the given delivery holds.
+-- @keys: [{"message_id", "transport", "token_key", "delivery_id"}, …].
+UPDATE oncepush_campaign_token
+SET free = 1
+WHERE (message_id, transport, token_key, delivery_id) IN (
+    SELECT value ->> '$.message_id', value ->> '$.transport', value ->> '$.token_key', value ->> '$.delivery_id'
+    FROM json_each(@keys));
 
 -- name: DeviceDeleteMany :execrows
 -- Matches (id, recipient, token): a token that moved to a new owner has a new id.
