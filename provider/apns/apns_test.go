@@ -22,6 +22,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -647,6 +648,54 @@ func TestExpiredProviderTokenTwiceIsRetry(t *testing.T) {
 	// Ten refused sends share one renewal.
 	if n := b.fake.APNsTokensSeen(); n != 2 {
 		t.Fatalf("fake saw %d provider tokens, want 2", n)
+	}
+}
+
+// TestExpiredProviderTokenRenewalsAreBounded: with a clock APNs finds two
+// hours late, every token is refused as expired, the replacement too. A send
+// that starts on the replacement must not renew it again — APNs answers
+// 429 TooManyProviderTokenUpdates to a key whose token changes more often
+// than every 20 minutes — so one renewal serves the key for 20 minutes of
+// the provider's clock; meanwhile an expired answer is a retry, due when the
+// key may renew again. The sends run one after the other, so every one after
+// the first starts on the replacement: the interleaving that, among ten
+// concurrent sends, made a third token now and then.
+func TestExpiredProviderTokenRenewalsAreBounded(t *testing.T) {
+	t.Parallel()
+	clock := pushtest.NewClock(time.Now().Add(-2 * time.Hour))
+	p, b := setup(t, func(c *apns.Config) { c.Clock = clock })
+	start := clock.Now()
+	var retryAfters []time.Duration
+	send := func(i int) {
+		t.Helper()
+		res := p.Send(t.Context(), submission(i))
+		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
+			t.Fatalf("send %d at +%v: %v %q, want retry \"403 ExpiredProviderToken\"", i, clock.Now().Sub(start), res.Outcome, res.Text)
+		}
+		retryAfters = append(retryAfters, res.RetryAfter)
+	}
+	wantTokens := func(when string, want int) {
+		t.Helper()
+		if n := b.fake.APNsTokensSeen(); n != want {
+			t.Fatalf("%s: the fake saw %d provider tokens, want %d", when, n, want)
+		}
+	}
+	send(0) // the first token, refused, renewed once, refused again
+	wantTokens("after the first send", 2)
+	send(1) // on the replacement: no renewal
+	send(2)
+	wantTokens("after two sends on the replacement", 2)
+	clock.Advance(19 * time.Minute)
+	send(3)
+	wantTokens("19 minutes after the renewal", 2)
+	clock.Advance(time.Minute)
+	send(4) // the bound is over: one renewal, refused too
+	send(5)
+	wantTokens("20 minutes after the renewal", 3)
+	// Each retry is due when the key may renew again.
+	want := []time.Duration{20 * time.Minute, 20 * time.Minute, 20 * time.Minute, time.Minute, 20 * time.Minute, 20 * time.Minute}
+	if !slices.Equal(retryAfters, want) {
+		t.Fatalf("retry after %v, want %v", retryAfters, want)
 	}
 }
 
