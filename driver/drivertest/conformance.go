@@ -135,6 +135,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
 		{"StopNotHeldByDeadDatabase", testStopNotHeldByDeadDatabase[TTx]},
 		{"ForeignTextIsRedacted", testForeignTextIsRedacted[TTx]},
+		{"TokenEchoedInAnyCaseIsRedacted", testTokenEchoedInAnyCaseIsRedacted[TTx]},
 		{"SendsShareOneCommit", testSendsShareOneCommit[TTx]},
 		{"GroupMembersFailAlone", testGroupMembersFailAlone[TTx]},
 		{"GroupCommitFails", testGroupCommitFails[TTx]},

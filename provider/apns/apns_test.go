@@ -699,6 +699,41 @@ func TestExpiredProviderTokenRenewalsAreBounded(t *testing.T) {
 	}
 }
 
+// TestTokenEchoedInAnyCaseIsRedacted: APNs device tokens are hexadecimal,
+// which APNs reads in either case; oncepush stores them in lower case. An
+// answer that echoes the token in upper case or mixed case — in the reason
+// APNs's credentials alert logs, or in a body that is not APNs JSON — must
+// reach neither the result (the ledger) nor the log.
+func TestTokenEchoedInAnyCaseIsRedacted(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	token := deviceToken(1)
+	mixed := []byte(token)
+	for i := 0; i < len(mixed); i += 2 {
+		mixed[i] = strings.ToUpper(string(mixed[i]))[0]
+	}
+	for _, a := range []pushtest.FakeAnswer{
+		pushtest.APNsError(403, "Forbidden for "+strings.ToUpper(token)),
+		{Status: 500, Body: "upstream failed for /3/device/" + strings.ToUpper(token)},
+		{Status: 502, Body: "upstream failed for /3/device/" + string(mixed)},
+	} {
+		b.fake.Program(oncepush.TransportAPNs, token, a)
+		res := p.Send(t.Context(), submission(1))
+		if strings.Contains(strings.ToLower(res.Text), token) || strings.Contains(strings.ToLower(res.ProviderID), token) {
+			t.Errorf("answer %d %q: the device token is in the result: %q %q", a.Status, a.Body, res.Text, res.ProviderID)
+		}
+		if !strings.Contains(res.Text, "[redacted]") {
+			t.Errorf("answer %d %q: result %q, want the token there redacted", a.Status, a.Body, res.Text)
+		}
+	}
+	if b.logs.Errors() == 0 {
+		t.Fatal("the credentials alert was not logged")
+	}
+	if logs := b.logs.Text(); strings.Contains(strings.ToLower(logs), token) {
+		t.Fatalf("the device token is in the log:\n%s", logs)
+	}
+}
+
 func TestBadDeviceTokenSafeguard(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t) // defaults: the last 100 answers, at least 20 of them
