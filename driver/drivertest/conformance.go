@@ -130,6 +130,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"BatchCostIsFixed", testBatchCostIsFixed[TTx]},
 		{"PipelineClaimsWhileSending", testPipelineClaimsWhileSending[TTx]},
 		{"PipelineSharesTheWindow", testPipelineSharesTheWindow[TTx]},
+		{"ConcurrentSendsBoundsTheProcess", testConcurrentSendsBoundsTheProcess[TTx]},
 		{"PipelineTakesWorkQueuedMidRun", testPipelineTakesWorkQueuedMidRun[TTx]},
 		{"EligibilityCostIsFixed", testEligibilityCostIsFixed[TTx]},
 		{"CrashAfterClaimSendsNormally", testCrashAfterClaimSendsNormally[TTx]},
