@@ -108,9 +108,7 @@ const (
 func openFresh(t *testing.T, ctx context.Context, e *env) {
 	t.Helper()
 	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
-	if _, err := chromedp.Call(ctx, storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: e.url, StorageTypes: "all"}); err != nil {
-		t.Fatal(err)
-	}
+	call(t, ctx, "clear the origin's data", storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: e.url, StorageTypes: "all"})
 	left := run(t, ctx, chromedp.Evaluate[[]string](`Promise.all([navigator.serviceWorker.getRegistrations(), indexedDB.databases()]).then(([regs, dbs]) =>
 		[...regs.map(r => "service worker " + r.scope), ...dbs.map(d => "IndexedDB " + d.name)])`, chromedp.EvalAwaitPromise))
 	if len(left) != 0 {
@@ -130,19 +128,22 @@ func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	if err := chromedp.Listen(ctx, w.listen); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+	call(t, ctx, "enable the ServiceWorker domain", serviceworker.Enable, cdp.Empty{})
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(bctx, browser.SetPermission, browser.SetPermissionParams{
 		Permission: &browser.PermissionDescriptor{Name: "notifications"}, Setting: browser.PermissionSettingGranted, Origin: e.url,
 	}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("grant notifications: %v", boundedErr(bctx, err))
 	}
 	// (navigator.serviceWorker.ready waits for a worker whose scope holds
 	// the page, which /healthz is not in: wait for this one's activation.)
-	scope := run(t, ctx, chromedp.Evaluate[string](`navigator.serviceWorker.register("/web/sw.js", {type: "module"}).then(reg => new Promise(ok => {
+	scope := run(t, ctx, chromedp.Evaluate[string](`navigator.serviceWorker.register("/web/sw.js", {type: "module"}).then(reg => new Promise((ok, fail) => {
 		const w = reg.installing || reg.waiting || reg.active;
-		const done = () => w.state === "activated" && ok(reg.scope);
+		const done = () => {
+			if (w.state === "activated") ok(reg.scope);
+			if (w.state === "redundant") fail(new Error("the service worker became redundant: it failed to install or activate"));
+		};
 		w.addEventListener("statechange", done);
 		done();
 	}))`, chromedp.EvalAwaitPromise))
@@ -154,12 +155,8 @@ func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	// to; wait until it says it does, or the first push could go unheard.
 	services := []backgroundservice.ServiceName{backgroundservice.ServiceNamePushMessaging, backgroundservice.ServiceNameNotifications}
 	for _, s := range services {
-		if _, err := chromedp.Call(ctx, backgroundservice.StartObserving, backgroundservice.StartObservingParams{Service: s}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := chromedp.Call(ctx, backgroundservice.SetRecording, backgroundservice.SetRecordingParams{ShouldRecord: true, Service: s}); err != nil {
-			t.Fatal(err)
-		}
+		call(t, ctx, "observe "+string(s), backgroundservice.StartObserving, backgroundservice.StartObservingParams{Service: s})
+		call(t, ctx, "record "+string(s), backgroundservice.SetRecording, backgroundservice.SetRecordingParams{ShouldRecord: true, Service: s})
 	}
 	w.await("the browser to record push and notification events", func() bool {
 		return w.recording[services[0]] && w.recording[services[1]]
@@ -250,11 +247,9 @@ func (w *worker) push(payload string) {
 	w.mu.Lock()
 	w.pushed++
 	w.mu.Unlock()
-	if _, err := chromedp.Call(w.ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
+	call(w.t, w.ctx, "deliver a push", serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
 		Origin: w.origin, RegistrationID: w.id, Data: payload,
-	}); err != nil {
-		w.t.Fatal(err)
-	}
+	})
 }
 
 // settle waits until the browser reports every push delivered so far
@@ -280,9 +275,7 @@ func (w *worker) settle() {
 // next push starts a fresh worker, which reads the seen-set from disk).
 func (w *worker) stop() {
 	w.t.Helper()
-	if _, err := chromedp.Call(w.ctx, serviceworker.StopAllWorkers, cdp.Empty{}); err != nil {
-		w.t.Fatal(err)
-	}
+	call(w.t, w.ctx, "stop the service workers", serviceworker.StopAllWorkers, cdp.Empty{})
 	w.await("the service worker to stop", func() bool {
 		seen := false
 		for _, v := range w.status {
@@ -432,4 +425,18 @@ func TestSeenSetIsBounded(t *testing.T) {
 	if got != "ok" {
 		t.Error(got)
 	}
+}
+
+// call sends one DevTools command to the tab, failing the test, saying what
+// it was for, on an error or when the browser has not answered after
+// waitLimit.
+func call[P, R any](t *testing.T, ctx context.Context, what string, cmd cdp.Command[P, R], params P) R {
+	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	r, err := chromedp.Call(ctx, cmd, params)
+	if err != nil {
+		t.Fatalf("%s: %v", what, boundedErr(ctx, err))
+	}
+	return r
 }
