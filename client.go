@@ -45,7 +45,10 @@ type clientCore struct {
 	log       *slog.Logger
 	obs       Observer // cfg.Observer, its panics contained
 	providers map[Transport]Provider
-	sems      map[Transport]chan struct{}
+	// window is the process's sends in flight per transport, shared by
+	// every run of every worker: Config.ConcurrentSends bounds them all
+	// together (D120).
+	window *window
 
 	transports *transportTable // cfg.Transports, checked
 
@@ -102,12 +105,11 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 		}
 	}
 	cl.providers = make(map[Transport]Provider, len(c.Providers))
-	cl.sems = make(map[Transport]chan struct{}, len(c.Providers))
+	cl.window = newWindow(c.ConcurrentSends)
 	cl.throttle = map[Transport]time.Time{}
 	cl.campaignWake = make(chan struct{}, 1)
 	for _, p := range c.Providers {
 		cl.providers[p.Transport()] = p
-		cl.sems[p.Transport()] = make(chan struct{}, c.ConcurrentSends)
 		// One clock: the providers tell the engine's time (ClockUser).
 		if u, ok := p.(ClockUser); ok && c.Clock != nil {
 			u.UseClock(c.Clock)

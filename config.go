@@ -75,9 +75,11 @@ type Config struct {
 	// Workers is how many runs one client drives at once. Default 2: one claims
 	// and records while another's sends are in flight.
 	Workers int `json:"workers,omitempty"`
-	// ConcurrentSends bounds in-flight sends per transport of one batch, and
-	// is the number of unfinished sends below which a run claims its next
-	// batch while earlier ones are still sending. Default 256.
+	// ConcurrentSends bounds the sends in flight per transport of the whole
+	// client — every run of every worker shares one window — so a process
+	// killed leaves at most this many requests per transport with no
+	// answer. It is also the number of unfinished pairs below which a run
+	// claims its next batch while earlier ones are still sending. Default 256.
 	ConcurrentSends int `json:"concurrentSends,omitempty"`
 	// PipelineDepth is how many batches one run has sending or recording at
 	// once: it claims the next while earlier ones are in flight. 1 claims

@@ -11,7 +11,7 @@ import (
 // provider/<name>; pushtest.Provider is a programmable fake.
 //
 // Send is called with no database connection held, concurrently (up to
-// Config.ConcurrentSends per transport), under a context that carries the send
+// Config.ConcurrentSends per transport per client), under a context that carries the send
 // timeout. It must classify every answer into a Result and never panic; a panic
 // is recorded as a maybe-sent answer.
 type Provider interface {

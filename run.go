@@ -126,7 +126,6 @@ func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, wake <-chan 
 	hooks := enginetest.From(claimCtx)
 	deadline := c.clockNow().Add(c.cfg.RunBudget)
 	p := &pipeline{changed: make(chan struct{}, 1), tally: tally}
-	win := newWindow(c.cfg.ConcurrentSends)
 	var claimErr error
 	short := false // the last claim found less than a batch
 	for claimCtx.Err() == nil {
@@ -149,7 +148,7 @@ func (c *Client[TTx]) runBatches(claimCtx, sendCtx context.Context, wake <-chan 
 		if b.claimed == 0 {
 			continue
 		}
-		b.hooks, b.window = hooks, win
+		b.hooks, b.window = hooks, c.window
 		failpoint.Hit(failpoint.ClaimCommitted)
 		hooks.ClaimCommitted(b.claimed, len(b.pairs))
 		p.claimed(b)

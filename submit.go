@@ -13,7 +13,8 @@ import (
 const markTimeout = 30 * time.Second
 
 // sendBatch submits the batch's pairs holding no database connection, at most
-// ConcurrentSends in flight per transport. Pairs are marked sending in waves,
+// ConcurrentSends in flight per transport in the whole client (the window is
+// shared by every run; a batch waits for a slot). Pairs are marked sending in waves,
 // each just before its sends start and no larger than the free part of the
 // in-flight window: a run that dies or stalls leaves ambiguous at most the
 // pairs that were in flight. Refills wait until half a window is free (or the
@@ -30,7 +31,8 @@ func (c *clientCore) sendBatch(claimCtx, sendCtx context.Context, b *batch, dead
 	for w.pending() && claimCtx.Err() == nil && c.clockNow().Before(startBy) {
 		freed := b.window.changed()
 		if !w.ready() {
-			// Wait for a send to end: this batch's, or another's of the run.
+			// Wait for a send to end: this batch's, or another's of the client.
+			b.hooks.WaitingForSlots(w.queued)
 			select {
 			case p := <-done:
 				w.finished(p)

@@ -23,8 +23,9 @@ func sendBounds(claimedAt, deadline time.Time, lease, minLeaseLeft, reserve time
 	return startBy, claimedAt.Add(lease - reserve)
 }
 
-// window is a run's sends in flight per transport, shared by the batches it
-// has in flight, so that ConcurrentSends bounds all of them together. A slot
+// window is a client's sends in flight per transport, shared by every batch
+// of every run, so that ConcurrentSends bounds all of them together: the
+// figure a killed process is charged with, whatever Workers is (D120). A slot
 // is taken when a pair enters a wave and given back when its send ends or it
 // is not started after all. Safe for concurrent use.
 type window struct {
@@ -72,8 +73,8 @@ func (w *window) changed() <-chan struct{} {
 }
 
 // waves plans a batch's sends: one queue per transport, in claim order, and
-// at most the run's window in flight per transport, counting the sends of the
-// run's other batches. A wave takes, from every transport, as many queued
+// at most the client's window in flight per transport, counting the sends of
+// every other batch. A wave takes, from every transport, as many queued
 // pairs as the window has free; once a wave is out, the next waits until some
 // transport has half a window free, or room for all it has left, so a batch
 // costs a handful of mark statements rather than one per pair.

@@ -5,9 +5,11 @@
 //   - oncepush-page.js: subscribe() asks for permission, registers the
 //     service worker and subscribes with the server's VAPID public key, and
 //     hands the subscription to the site's own backend.
-//   - oncepush-sw.js: listen(self) in a service worker shows a push only
-//     if its oncepush_id is not in a bounded seen-set kept in IndexedDB,
-//     tagged with that id, and opens its link on click.
+//   - oncepush-sw.js: listen(self) in a service worker shows a push unless
+//     its oncepush_id was shown already, by a bounded set of ids kept in
+//     IndexedDB and recorded once the show succeeded (a copy whose show
+//     failed leaves the id for the next one); tagged with that id; and opens
+//     its link on click.
 //   - sw.js: a service worker that is listen(self) and nothing else.
 //
 // oncepush serve serves them at /web/ (see docs/clients.md); Files is what

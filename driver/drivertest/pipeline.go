@@ -204,6 +204,105 @@ func testPipelineSharesTheWindow[TTx any](t *testing.T, h Harness[TTx]) {
 	wantSends(t, b.fcm, n, "each delivery once")
 }
 
+// testConcurrentSendsBoundsTheProcess: ConcurrentSends bounds the sends one
+// client has in flight per transport, whatever its number of workers: the
+// window is the process's, shared by every run, so a process killed leaves
+// at most ConcurrentSends pairs per transport in flight, and the provider
+// never sees more from one process. Four workers each claim a batch of 3
+// recipients with an FCM and an APNs device into a window of 3; the
+// providers hold every send. The first batch fills both transports'
+// windows; the other three must wait for slots (the hook says so) rather
+// than start theirs, as four windows of their own would.
+func testConcurrentSendsBoundsTheProcess[TTx any](t *testing.T, h Harness[TTx]) {
+	const workers, window = 4, 3
+	b := setup(t, h, func(c *oncepush.Config) {
+		c.Workers, c.BatchSize, c.ConcurrentSends = workers, window, window
+	})
+	var names []string
+	for i := range workers * window {
+		names = append(names, fmt.Sprintf("r%02d", i))
+		b.register(names[i], oncepush.TransportFCM, oncepush.TransportAPNs)
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	var mu sync.Mutex
+	inFlight, most := map[oncepush.Transport]int{}, map[oncepush.Transport]int{}
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	var started enginetest.Counter
+	hold := func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+		mu.Lock()
+		inFlight[s.Device.Transport]++
+		most[s.Device.Transport] = max(most[s.Device.Transport], inFlight[s.Device.Transport])
+		mu.Unlock()
+		started.Add()
+		signal()
+		<-release
+		mu.Lock()
+		inFlight[s.Device.Transport]--
+		mu.Unlock()
+		return oncepush.Accepted("ok")
+	}
+	b.fcm.Answer(hold)
+	b.apns.Answer(hold)
+	var waiting enginetest.Counter
+	hooks := &enginetest.Hooks{OnWaitingForSlots: func(int) { waiting.Add(); signal() }}
+	b.send(names, msg("bounded"), nil)
+	if err := b.client.Start(enginetest.WithHooks(b.ctx, hooks)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.client.Stop(context.WithoutCancel(b.ctx)) })
+	// Before the Stop above: a failed test leaves no send held.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+
+	// Until the three other batches wait for slots with the first batch's
+	// sends held, or a send beyond the window starts.
+	wait, cancel := context.WithTimeout(b.ctx, time.Minute) // ends only a test that already failed
+	defer cancel()
+	for {
+		mu.Lock()
+		fcm, apns := most[oncepush.TransportFCM], most[oncepush.TransportAPNs]
+		mu.Unlock()
+		if fcm > window || apns > window {
+			t.Fatalf("%d FCM and %d APNs sends in flight at once from one client of %d workers; ConcurrentSends is %d per transport",
+				fcm, apns, workers, window)
+		}
+		if fcm == window && apns == window && waiting.Count() >= workers-1 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-wait.Done():
+			t.Fatalf("%d sends started (%d FCM, %d APNs in flight at most), %d waits for slots; want the first batch's %d in flight and %d batches waiting",
+				started.Count(), fcm, apns, waiting.Count(), 2*window, workers-1)
+		}
+	}
+	releaseOnce.Do(func() { close(release) })
+	if !started.Wait(wait, 2*len(names)) {
+		t.Fatalf("%d of %d sends started once the first were released", started.Count(), 2*len(names))
+	}
+	if err := b.client.Stop(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for tr, n := range most {
+		if n > window {
+			t.Fatalf("%d %s sends in flight at once; ConcurrentSends is %d", n, tr, window)
+		}
+	}
+	wantSends(t, b.fcm, len(names), "each FCM pair once")
+	wantSends(t, b.apns, len(names), "each APNs pair once")
+	for _, r := range names {
+		wantStatus(t, b.only(r), oncepush.StatusSent)
+	}
+}
+
 // markLog records the size of every wave a client marks sending.
 type markLog[TTx any] struct {
 	driver.Driver[TTx]

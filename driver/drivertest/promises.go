@@ -551,3 +551,34 @@ func testForeignTextIsRedacted[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 	}
 }
+
+// testTokenEchoedInAnyCaseIsRedacted: a provider that echoes a device token
+// in another case than it was registered in — APNs tokens are hexadecimal,
+// stored in lower case, and read by APNs in either — puts it neither into
+// the ledger nor into the outcome log.
+func testTokenEchoedInAnyCaseIsRedacted[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	token := strings.Repeat("0a1b2c3d4e5f6789", 4) // letters to change case
+	dev, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: "r1", Transport: oncepush.TransportAPNs, Token: oncepush.Token(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
+		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "400 no such token " + strings.ToUpper(string(s.Device.Token))}
+	})
+	b.send([]string{"r1"}, msg("echo"), nil)
+	b.drain()
+	d := b.only("r1")
+	a := attempt(t, d, dev.ID)
+	for _, text := range []string{a.Error, d.LastError, b.logs.all()} {
+		if strings.Contains(strings.ToLower(text), token) {
+			t.Fatalf("the device token, upper-cased, reached the ledger or the log: %q", text)
+		}
+	}
+	if !strings.Contains(a.Error, oncepush.MaskToken(string(dev.Token))) {
+		t.Fatalf("want the token masked in the text, got %q", a.Error)
+	}
+	if !b.logs.has("provider rejected the notification", oncepush.MaskToken(string(dev.Token))) {
+		t.Fatalf("the rejection was not logged with the token masked:\n%s", b.logs.all())
+	}
+}

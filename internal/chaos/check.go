@@ -118,9 +118,9 @@ func (f *Fault) interruptsSends() bool {
 // Limits are the engine settings the checker's bounds follow from.
 type Limits struct {
 	// InFlight is the most submissions one killed worker can leave marked
-	// and unreceived on one transport: each of its runs marks at most
-	// concurrentSends pairs not yet finished (engine.workers ×
-	// concurrentSends). AllInFlight is the same for every worker at once: a
+	// and unreceived on one transport: all its runs together mark at most
+	// concurrentSends pairs not yet finished (the window is the process's,
+	// D120). AllInFlight is the same for every worker at once: a
 	// PostgreSQL restart, or a SIGSTOP that holds SQLite's write lock, can
 	// keep every worker from recording.
 	InFlight    int

@@ -259,8 +259,8 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		Receipts:      receipts,
 		Faults:        res.faults,
 		Limits: Limits{
-			InFlight:    engineWorkers * engineConcurrentSends,
-			AllInFlight: h.o.workers * engineWorkers * engineConcurrentSends,
+			InFlight:    engineConcurrentSends, // the process's window, all its runs together
+			AllInFlight: h.o.workers * engineConcurrentSends,
 			SendTimeout: engineSendTimeout,
 			Lease:       engineLease,
 			Workers:     h.o.workers,

@@ -84,7 +84,7 @@ func printPhase(out io.Writer, r *phaseResult) {
 			}
 		}
 		fmt.Fprintf(out, ", charged to %d of the faults, at most %d per fault and transport (a killed worker can have %d in flight)",
-			len(c.PerFault), most, engineWorkers*engineConcurrentSends)
+			len(c.PerFault), most, engineConcurrentSends)
 	}
 	fmt.Fprintln(out)
 	if len(c.Window) > 0 {

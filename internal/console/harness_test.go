@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -129,8 +130,10 @@ func tab(t *testing.T) context.Context {
 			t.Logf("page console.%s: %s", ev.Type, strings.Join(args, " "))
 		}
 	}()
-	// The test's deadline, not a budget of our own: a wait that never ends
-	// fails with the test binary's -timeout.
+	// The tab closes when the test ends; each call to the browser is bounded
+	// on its own (bounded, waitLimit), so a wait that never ends fails
+	// saying what it waited for instead of holding the package until its
+	// -timeout.
 	stop := context.AfterFunc(t.Context(), cancel)
 	t.Cleanup(func() { stop() })
 	return ctx
@@ -229,22 +232,43 @@ func (e *env) drain() {
 	}
 }
 
-// do runs browser actions, failing the test on an error.
+// do runs browser actions, failing the test on an error, or when they
+// have not finished after waitLimit.
 func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatal(err)
+		t.Fatal(boundedErr(ctx, err))
 	}
 }
 
-// run runs one browser action that returns a value.
+// run runs one browser action that returns a value, failing the test on an
+// error, or when it has not finished after waitLimit.
 func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(boundedErr(ctx, err))
 	}
 	return v
+}
+
+// bounded is ctx for one call to the browser: a call that never ends (a
+// promise that never settles, a target that stopped answering) fails after
+// waitLimit instead of holding the test until the binary's -timeout.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, waitLimit)
+}
+
+// boundedErr says that a call ran out of its waitLimit, when it did.
+func boundedErr(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return fmt.Errorf("the browser did not answer within %v: %w", waitLimit, err)
+	}
+	return err
 }
 
 // text is the text of the first element the CSS selector matches, once

@@ -84,6 +84,8 @@ type worker struct {
 	pushed    int
 	completed []string
 	displayed []string
+	// checked is how many of completed settle has checked.
+	checked int
 }
 
 type versionStatus struct {
@@ -108,9 +110,7 @@ const (
 func openFresh(t *testing.T, ctx context.Context, e *env) {
 	t.Helper()
 	do(t, ctx, chromedp.Navigate(e.url+"/healthz"))
-	if _, err := chromedp.Call(ctx, storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: e.url, StorageTypes: "all"}); err != nil {
-		t.Fatal(err)
-	}
+	call(t, ctx, "clear the origin's data", storage.ClearDataForOrigin, storage.ClearDataForOriginParams{Origin: e.url, StorageTypes: "all"})
 	left := run(t, ctx, chromedp.Evaluate[[]string](`Promise.all([navigator.serviceWorker.getRegistrations(), indexedDB.databases()]).then(([regs, dbs]) =>
 		[...regs.map(r => "service worker " + r.scope), ...dbs.map(d => "IndexedDB " + d.name)])`, chromedp.EvalAwaitPromise))
 	if len(left) != 0 {
@@ -130,19 +130,16 @@ func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	if err := chromedp.Listen(ctx, w.listen); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
-		Permission: &browser.PermissionDescriptor{Name: "notifications"}, Setting: browser.PermissionSettingGranted, Origin: e.url,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	call(t, ctx, "enable the ServiceWorker domain", serviceworker.Enable, cdp.Empty{})
+	w.setPermission(browser.PermissionSettingGranted)
 	// (navigator.serviceWorker.ready waits for a worker whose scope holds
 	// the page, which /healthz is not in: wait for this one's activation.)
-	scope := run(t, ctx, chromedp.Evaluate[string](`navigator.serviceWorker.register("/web/sw.js", {type: "module"}).then(reg => new Promise(ok => {
+	scope := run(t, ctx, chromedp.Evaluate[string](`navigator.serviceWorker.register("/web/sw.js", {type: "module"}).then(reg => new Promise((ok, fail) => {
 		const w = reg.installing || reg.waiting || reg.active;
-		const done = () => w.state === "activated" && ok(reg.scope);
+		const done = () => {
+			if (w.state === "activated") ok(reg.scope);
+			if (w.state === "redundant") fail(new Error("the service worker became redundant: it failed to install or activate"));
+		};
 		w.addEventListener("statechange", done);
 		done();
 	}))`, chromedp.EvalAwaitPromise))
@@ -154,12 +151,8 @@ func registerWorker(t *testing.T, ctx context.Context, e *env) *worker {
 	// to; wait until it says it does, or the first push could go unheard.
 	services := []backgroundservice.ServiceName{backgroundservice.ServiceNamePushMessaging, backgroundservice.ServiceNameNotifications}
 	for _, s := range services {
-		if _, err := chromedp.Call(ctx, backgroundservice.StartObserving, backgroundservice.StartObservingParams{Service: s}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := chromedp.Call(ctx, backgroundservice.SetRecording, backgroundservice.SetRecordingParams{ShouldRecord: true, Service: s}); err != nil {
-			t.Fatal(err)
-		}
+		call(t, ctx, "observe "+string(s), backgroundservice.StartObserving, backgroundservice.StartObservingParams{Service: s})
+		call(t, ctx, "record "+string(s), backgroundservice.SetRecording, backgroundservice.SetRecordingParams{ShouldRecord: true, Service: s})
 	}
 	w.await("the browser to record push and notification events", func() bool {
 		return w.recording[services[0]] && w.recording[services[1]]
@@ -250,11 +243,9 @@ func (w *worker) push(payload string) {
 	w.mu.Lock()
 	w.pushed++
 	w.mu.Unlock()
-	if _, err := chromedp.Call(w.ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
+	call(w.t, w.ctx, "deliver a push", serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
 		Origin: w.origin, RegistrationID: w.id, Data: payload,
-	}); err != nil {
-		w.t.Fatal(err)
-	}
+	})
 }
 
 // settle waits until the browser reports every push delivered so far
@@ -263,13 +254,43 @@ func (w *worker) push(payload string) {
 // is otherwise silent.
 func (w *worker) settle() {
 	w.t.Helper()
+	w.settleAs(true)
+}
+
+// settleFailed waits until the browser reports every push delivered so far
+// handled, and fails unless each one since the last settle failed: the
+// promise the worker gave waitUntil rejected.
+func (w *worker) settleFailed() {
+	w.t.Helper()
+	w.settleAs(false)
+}
+
+func (w *worker) settleAs(success bool) {
+	w.t.Helper()
 	w.await("every push delivered to be handled", func() bool { return len(w.completed) >= w.pushed })
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, s := range w.completed {
-		if s != pushCompletedSuccess {
-			w.t.Fatalf("push event %d of %d completed with %q, want %q (worker errors %q)", i+1, len(w.completed), s, pushCompletedSuccess, w.errors)
+	for i := w.checked; i < len(w.completed); i++ {
+		if s := w.completed[i]; (s == pushCompletedSuccess) != success {
+			want := "status " + pushCompletedSuccess
+			if !success {
+				want = "a failure"
+			}
+			w.t.Fatalf("push event %d of %d completed with %q, want %s (worker errors %q)", i+1, len(w.completed), s, want, w.errors)
 		}
+	}
+	w.checked = len(w.completed)
+}
+
+// setPermission grants or denies the page's origin notifications.
+func (w *worker) setPermission(setting browser.PermissionSetting) {
+	w.t.Helper()
+	ctx, cancel := bounded(w.ctx)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+		Permission: &browser.PermissionDescriptor{Name: "notifications"}, Setting: setting, Origin: w.origin,
+	}); err != nil {
+		w.t.Fatalf("set the notification permission %s: %v", setting, boundedErr(ctx, err))
 	}
 }
 
@@ -280,9 +301,7 @@ func (w *worker) settle() {
 // next push starts a fresh worker, which reads the seen-set from disk).
 func (w *worker) stop() {
 	w.t.Helper()
-	if _, err := chromedp.Call(w.ctx, serviceworker.StopAllWorkers, cdp.Empty{}); err != nil {
-		w.t.Fatal(err)
-	}
+	call(w.t, w.ctx, "stop the service workers", serviceworker.StopAllWorkers, cdp.Empty{})
 	w.await("the service worker to stop", func() bool {
 		seen := false
 		for _, v := range w.status {
@@ -411,7 +430,8 @@ func TestServiceWorkerShowsEachNotificationOnce(t *testing.T) {
 }
 
 // TestSeenSetIsBounded: the seen-set keeps the SEEN_MAX most recent ids,
-// evicting the oldest, so it never grows past its bound.
+// evicting the oldest, so it never grows past its bound. (In a page, with
+// the kit imported and a registration whose showNotification() only counts.)
 func TestSeenSetIsBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -419,17 +439,175 @@ func TestSeenSetIsBounded(t *testing.T) {
 	openFresh(t, ctx, e)
 	got := run(t, ctx, chromedp.Evaluate[string](`(async () => {
 		const m = await import("/web/oncepush-sw.js");
+		const shown = [];
+		const reg = { showNotification: async (title, opts) => { shown.push(opts.tag); } };
+		const show = (id) => m.show(reg, { oncepush_id: id, title: id });
 		for (let i = 0; i < m.SEEN_MAX + 5; i++) {
-			if (!(await m.firstSight("id-" + i))) return "id-" + i + " was taken for seen";
+			if (!(await show("id-" + i))) return "id-" + i + " was taken for shown";
 		}
-		if (await m.firstSight("id-" + (m.SEEN_MAX + 4))) return "the newest id was forgotten";
+		if (await show("id-" + (m.SEEN_MAX + 4))) return "the newest id was forgotten";
 		const db = await new Promise((ok, fail) => { const r = indexedDB.open(m.DB_NAME); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
 		const n = await new Promise(ok => { const q = db.transaction(m.STORE).objectStore(m.STORE).count(); q.onsuccess = () => ok(q.result); });
 		if (n !== m.SEEN_MAX) return "the set holds " + n + ", want " + m.SEEN_MAX;
+		if (shown.length !== m.SEEN_MAX + 5) return shown.length + " shows, want " + (m.SEEN_MAX + 5);
 		// id-0 was evicted: it counts as new again.
-		return (await m.firstSight("id-0")) ? "ok" : "the oldest id was kept";
+		return (await show("id-0")) ? "ok" : "the oldest id was kept";
 	})()`, chromedp.EvalAwaitPromise))
 	if got != "ok" {
 		t.Error(got)
 	}
+}
+
+// TestServiceWorkerShowsAfterAFailedShow: a copy whose show fails (the
+// notification permission withdrawn meanwhile) leaves its id unrecorded, so
+// the next copy shows it; once shown, a further copy shows nothing. In the
+// worker, from what Chromium reports.
+func TestServiceWorkerShowsAfterAFailedShow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := pushPayloads(t, e, "inv_3301")[0]
+	idA := idOf(t, a)
+	ctx := tab(t)
+	w := registerWorker(t, ctx, e)
+
+	w.setPermission(browser.PermissionSettingDenied)
+	w.push(a)
+	w.settleFailed()
+	w.wantDisplayed("A while notifications were denied")
+
+	w.setPermission(browser.PermissionSettingGranted)
+	w.push(a)
+	if got := w.shown(); got != idA {
+		t.Fatalf("A again once notifications were granted: shown %q, want %s", got, idA)
+	}
+	w.wantDisplayed("A again once notifications were granted", idA)
+
+	w.dismissAll()
+	w.push(a)
+	if got := w.shown(); got != "" {
+		t.Errorf("A after it was shown and dismissed: shown %q, want nothing", got)
+	}
+	w.wantDisplayed("A after it was shown and dismissed", idA)
+}
+
+// kitCopiesJS drives the kit's show() in a page, with a registration whose
+// showNotification() the script holds and settles, and with marks of other
+// workers written straight into the store. It waits only for what the kit
+// does — showNotification() called, a copy reporting that it waits
+// (testHooks.waiting), a show() settling — never for time, and returns "ok"
+// or what went wrong.
+const kitCopiesJS = `(async () => {
+	const m = await import("/web/oncepush-sw.js");
+	const hooks = m.testHooks || {};
+	if (m.settings) m.settings.showingLeaseMs = 10 * 60 * 1000; // no mark runs out while the script runs
+
+	// A registration whose shows are held until the script settles them.
+	const calls = [], held = [];
+	let onCall = null;
+	const reg = { showNotification: (title, opts) => new Promise((resolve, reject) => {
+		calls.push(opts.tag);
+		held.push({ resolve, reject });
+		if (onCall) { const f = onCall; onCall = null; f(); }
+	}) };
+	const called = () => new Promise(ok => { onCall = ok; });
+	const waits = () => new Promise(ok => { hooks.waiting = id => { hooks.waiting = null; ok(id); }; });
+	// The first of: the copy reports that it waits, or it settles (it did not wait).
+	const waitsOrEnds = (w, p) => Promise.race([w.then(id => "waits " + id), p.then(v => "ended with " + v, e => "failed: " + e)]);
+	const msg = id => ({ oncepush_id: id, title: "title " + id });
+
+	// 1. Two copies at once; the first's show fails: the second shows it,
+	// and only after the first failed.
+	let first = called();
+	const a1 = m.show(reg, msg("A"));
+	await first;
+	let w = waits();
+	const a2 = m.show(reg, msg("A"));
+	let r = await waitsOrEnds(w, a2);
+	if (r !== "waits A") return "a copy of A arriving while another was being shown: " + r + ", want it to wait";
+	if (calls.length !== 1) return "shows " + calls + " while the first copy of A was being shown";
+	const second = called();
+	held[0].reject(new TypeError("no permission"));
+	if ((await a1.then(() => "resolved", () => "rejected")) !== "rejected") return "the failed show of A resolved";
+	await second;
+	held[1].resolve();
+	if ((await a2) !== true) return "the copy of A that waited for a failed show did not show it";
+	if ((await m.show(reg, msg("A"))) !== false || calls.length !== 2) return "A shown again after it was shown: " + calls;
+
+	// 2. Two copies at once; the first's show succeeds: the second shows nothing.
+	first = called();
+	const b1 = m.show(reg, msg("B"));
+	await first;
+	w = waits();
+	const b2 = m.show(reg, msg("B"));
+	r = await waitsOrEnds(w, b2);
+	if (r !== "waits B") return "a copy of B arriving while another was being shown: " + r + ", want it to wait";
+	held[2].resolve();
+	if ((await b1) !== true || (await b2) !== false) return "two copies of B";
+	if (calls.filter(t => t === "B").length !== 1) return "B shown " + calls.filter(t => t === "B").length + " times";
+
+	// Marks of other workers, written as they would write them.
+	const db = await new Promise((ok, fail) => { const q = indexedDB.open(m.DB_NAME); q.onsuccess = () => ok(q.result); q.onerror = () => fail(q.error); });
+	const write = fn => new Promise((ok, fail) => {
+		const tx = db.transaction(m.STORE, "readwrite"), store = tx.objectStore(m.STORE);
+		const k = id => new Promise(done => { const q = store.index("id").getKey(id); q.onsuccess = () => done(q.result); });
+		fn(store, k);
+		tx.oncomplete = ok; tx.onerror = () => fail(tx.error);
+	});
+	const mark = rec => write((store, k) => k(rec.id).then(key => key === undefined ? store.add(rec) : store.put(rec, key)));
+	const unmark = id => write((store, k) => k(id).then(key => key !== undefined && store.delete(key)));
+	const auto = { shown: [], showNotification: async (title, opts) => { auto.shown.push(opts.tag); } };
+
+	// 3. A worker killed while showing C left its mark; its lease is over:
+	// the next copy shows C.
+	await mark({ id: "C", state: "showing", owner: "a worker that was killed", until: Date.now() - 1 });
+	if ((await m.show(auto, msg("C"))) !== true || auto.shown.join() !== "C") return "C, marked by a killed worker: shown " + auto.shown;
+
+	// 4. Another worker is showing D: the copy waits, and shows nothing once
+	// the other has shown it.
+	await mark({ id: "D", state: "showing", owner: "another worker", until: Date.now() + 5 * 60 * 1000 });
+	w = waits();
+	const d = m.show(auto, msg("D"));
+	r = await waitsOrEnds(w, d);
+	if (r !== "waits D") return "a copy of D while another worker was showing it: " + r + ", want it to wait";
+	await mark({ id: "D", state: "shown" });
+	if ((await d) !== false || auto.shown.includes("D")) return "D shown by the waiting copy too";
+
+	// 5. Another worker is showing E and fails: the waiting copy shows E.
+	await mark({ id: "E", state: "showing", owner: "another worker", until: Date.now() + 5 * 60 * 1000 });
+	w = waits();
+	const e = m.show(auto, msg("E"));
+	r = await waitsOrEnds(w, e);
+	if (r !== "waits E") return "a copy of E while another worker was showing it: " + r + ", want it to wait";
+	await unmark("E");
+	if ((await e) !== true || !auto.shown.includes("E")) return "E not shown after the other worker's show failed";
+	return "ok";
+})()`
+
+// TestServiceWorkerKitWaitsForTheCopyBeingShown: a copy of an id that
+// another copy is showing — in the same worker, or in another worker (an
+// old version still finishing its events) — waits for it and shows the
+// notification only if that show failed; a mark left by a worker killed
+// mid-show holds copies back only until its lease runs out.
+func TestServiceWorkerKitWaitsForTheCopyBeingShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := tab(t)
+	openFresh(t, ctx, e)
+	if got := run(t, ctx, chromedp.Evaluate[string](kitCopiesJS, chromedp.EvalAwaitPromise)); got != "ok" {
+		t.Error(got)
+	}
+}
+
+// call sends one DevTools command to the tab, failing the test, saying what
+// it was for, on an error or when the browser has not answered after
+// waitLimit.
+func call[P, R any](t *testing.T, ctx context.Context, what string, cmd cdp.Command[P, R], params P) R {
+	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	r, err := chromedp.Call(ctx, cmd, params)
+	if err != nil {
+		t.Fatalf("%s: %v", what, boundedErr(ctx, err))
+	}
+	return r
 }

@@ -29,6 +29,11 @@ type Hooks struct {
 	// engine's last check that the send may start. Concurrent sends call it
 	// concurrently.
 	OnSendStarting func(deliveryID int64)
+	// OnWaitingForSlots is called when a batch has pairs to send and waits
+	// because the process's in-flight window (Config.ConcurrentSends per
+	// transport, shared by every run of the client) has too little room,
+	// with the number of its pairs still queued.
+	OnWaitingForSlots func(queued int)
 	// OnRecordCommitting is called inside the record's transaction once its
 	// statements have run, just before COMMIT, with the number of deliveries
 	// recorded. The transaction, and the rows it locked, stay open until it
@@ -103,6 +108,13 @@ func (h *Hooks) ClaimCommitted(leased, pairs int) {
 func (h *Hooks) SendStarting(deliveryID int64) {
 	if h != nil && h.OnSendStarting != nil {
 		h.OnSendStarting(deliveryID)
+	}
+}
+
+// WaitingForSlots calls OnWaitingForSlots if set.
+func (h *Hooks) WaitingForSlots(queued int) {
+	if h != nil && h.OnWaitingForSlots != nil {
+		h.OnWaitingForSlots(queued)
 	}
 }
 

@@ -27,7 +27,7 @@ func webPushTransport() Transport {
 			}
 			// The fake's subscriptions are on its loopback address.
 			return &WebPush{VAPIDPrivateKey: key, VAPIDSubject: "mailto:tests@oncepush.invalid",
-				AllowedHosts: []string{u.Hostname()}, AllowLoopback: true, CAFile: p.caFile, tls: p.tls}, nil
+				AllowedHosts: []string{u.Host}, AllowLoopback: true, CAFile: p.caFile, tls: p.tls}, nil
 		},
 	}
 }

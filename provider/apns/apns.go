@@ -1,7 +1,10 @@
 // Package apns sends notifications through the Apple Push Notification service
 // with token-based authentication: HTTP/2 over TLS to /3/device/<token>, one
 // ES256 provider JWT per signing key shared by every concurrent send and
-// replaced every TokenRefresh (40 minutes by default).
+// replaced every TokenRefresh (40 minutes by default), and when APNs answers
+// ExpiredProviderToken — at most once per TokenRefreshMin, since APNs
+// throttles a key whose token changes more often; meanwhile that answer is a
+// retry, due when the key may renew again.
 //
 // Every APNs answer is mapped to an oncepush outcome in APNs's own words
 // ("410 Unregistered (since 2026-01-05T09:00:00Z)", "400 BadCollapseId"). One
@@ -310,12 +313,19 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 		return res
 	}
 	// APNs refused the JWT as too old (a clock that jumped, a host that
-	// slept): make a new one and try once more. A second refusal is left
-	// to the engine's backoff.
-	if jwt, err = p.jwt.renew(jwt); err != nil {
+	// slept): try once more with a new one, made by the first send refused
+	// and shared by the others. Renewals are bounded per key (renewEvery):
+	// a refusal meanwhile, or a second one, is left to the engine's backoff,
+	// due when the key may renew again.
+	jwt, ok, wait, err := p.jwt.renew(jwt)
+	if !ok || err != nil {
+		res.RetryAfter = max(res.RetryAfter, wait)
 		return res
 	}
-	res, _ = p.post(ctx, token, s, body, jwt)
+	res, expired = p.post(ctx, token, s, body, jwt)
+	if expired {
+		res.RetryAfter = max(res.RetryAfter, p.jwt.refusedAgain(jwt))
+	}
 	return res
 }
 

@@ -22,6 +22,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -647,6 +648,89 @@ func TestExpiredProviderTokenTwiceIsRetry(t *testing.T) {
 	// Ten refused sends share one renewal.
 	if n := b.fake.APNsTokensSeen(); n != 2 {
 		t.Fatalf("fake saw %d provider tokens, want 2", n)
+	}
+}
+
+// TestExpiredProviderTokenRenewalsAreBounded: with a clock APNs finds two
+// hours late, every token is refused as expired, the replacement too. A send
+// that starts on the replacement must not renew it again — APNs answers
+// 429 TooManyProviderTokenUpdates to a key whose token changes more often
+// than every 20 minutes — so one renewal serves the key for 20 minutes of
+// the provider's clock; meanwhile an expired answer is a retry, due when the
+// key may renew again. The sends run one after the other, so every one after
+// the first starts on the replacement: the interleaving that, among ten
+// concurrent sends, made a third token now and then.
+func TestExpiredProviderTokenRenewalsAreBounded(t *testing.T) {
+	t.Parallel()
+	clock := pushtest.NewClock(time.Now().Add(-2 * time.Hour))
+	p, b := setup(t, func(c *apns.Config) { c.Clock = clock })
+	start := clock.Now()
+	var retryAfters []time.Duration
+	send := func(i int) {
+		t.Helper()
+		res := p.Send(t.Context(), submission(i))
+		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
+			t.Fatalf("send %d at +%v: %v %q, want retry \"403 ExpiredProviderToken\"", i, clock.Now().Sub(start), res.Outcome, res.Text)
+		}
+		retryAfters = append(retryAfters, res.RetryAfter)
+	}
+	wantTokens := func(when string, want int) {
+		t.Helper()
+		if n := b.fake.APNsTokensSeen(); n != want {
+			t.Fatalf("%s: the fake saw %d provider tokens, want %d", when, n, want)
+		}
+	}
+	send(0) // the first token, refused, renewed once, refused again
+	wantTokens("after the first send", 2)
+	send(1) // on the replacement: no renewal
+	send(2)
+	wantTokens("after two sends on the replacement", 2)
+	clock.Advance(19 * time.Minute)
+	send(3)
+	wantTokens("19 minutes after the renewal", 2)
+	clock.Advance(time.Minute)
+	send(4) // the bound is over: one renewal, refused too
+	send(5)
+	wantTokens("20 minutes after the renewal", 3)
+	// Each retry is due when the key may renew again.
+	want := []time.Duration{20 * time.Minute, 20 * time.Minute, 20 * time.Minute, time.Minute, 20 * time.Minute, 20 * time.Minute}
+	if !slices.Equal(retryAfters, want) {
+		t.Fatalf("retry after %v, want %v", retryAfters, want)
+	}
+}
+
+// TestTokenEchoedInAnyCaseIsRedacted: APNs device tokens are hexadecimal,
+// which APNs reads in either case; oncepush stores them in lower case. An
+// answer that echoes the token in upper case or mixed case — in the reason
+// APNs's credentials alert logs, or in a body that is not APNs JSON — must
+// reach neither the result (the ledger) nor the log.
+func TestTokenEchoedInAnyCaseIsRedacted(t *testing.T) {
+	t.Parallel()
+	p, b := setup(t)
+	token := deviceToken(1)
+	mixed := []byte(token)
+	for i := 0; i < len(mixed); i += 2 {
+		mixed[i] = strings.ToUpper(string(mixed[i]))[0]
+	}
+	for _, a := range []pushtest.FakeAnswer{
+		pushtest.APNsError(403, "Forbidden for "+strings.ToUpper(token)),
+		{Status: 500, Body: "upstream failed for /3/device/" + strings.ToUpper(token)},
+		{Status: 502, Body: "upstream failed for /3/device/" + string(mixed)},
+	} {
+		b.fake.Program(oncepush.TransportAPNs, token, a)
+		res := p.Send(t.Context(), submission(1))
+		if strings.Contains(strings.ToLower(res.Text), token) || strings.Contains(strings.ToLower(res.ProviderID), token) {
+			t.Errorf("answer %d %q: the device token is in the result: %q %q", a.Status, a.Body, res.Text, res.ProviderID)
+		}
+		if !strings.Contains(res.Text, "[redacted]") {
+			t.Errorf("answer %d %q: result %q, want the token there redacted", a.Status, a.Body, res.Text)
+		}
+	}
+	if b.logs.Errors() == 0 {
+		t.Fatal("the credentials alert was not logged")
+	}
+	if logs := b.logs.Text(); strings.Contains(strings.ToLower(logs), token) {
+		t.Fatalf("the device token is in the log:\n%s", logs)
 	}
 }
 

@@ -53,7 +53,7 @@ func parseKey(p8 []byte) (*ecdsa.PrivateKey, error) {
 
 // tokenSource holds the provider JWT of one signing key. Every send shares
 // the current token; it is replaced when it reaches the refresh age, or when
-// APNs calls it expired.
+// APNs calls it expired — at most once per renewEvery (D123).
 type tokenSource struct {
 	key     *ecdsa.PrivateKey
 	keyID   string
@@ -64,7 +64,17 @@ type tokenSource struct {
 	mu     sync.Mutex
 	token  string
 	issued time.Time
+	// renewed is when APNs's expired answer last replaced the token (zero:
+	// never), and refused whether APNs called the current token expired too.
+	renewed time.Time
+	refused bool
 }
+
+// renewEvery bounds renewals on an expired answer per key. APNs answers 429
+// TooManyProviderTokenUpdates to a key whose token changes more often than
+// every 20 minutes; and a replacement refused as expired again says the
+// clock is wrong, which another token signed on that clock cannot mend.
+const renewEvery = TokenRefreshMin
 
 // current returns the token to send, making a new one when there is none or
 // the current one has reached the refresh age.
@@ -78,15 +88,43 @@ func (ts *tokenSource) current() (string, error) {
 	return ts.make(now)
 }
 
-// renew replaces the token APNs refused as expired. Sends that were refused
-// with the same token share one replacement: only the first one makes it.
-func (ts *tokenSource) renew(refused string) (string, error) {
+// renew answers APNs's refusal of the token refused as expired. A send
+// refused with a token already replaced retries with the replacement, unless
+// that was refused too; the first send refused with the current token
+// replaces it, unless a renewal happened less than renewEvery ago. ok false
+// means: send nothing more now; wait is then how long until the key may
+// renew again, when a retry could succeed.
+func (ts *tokenSource) renew(refused string) (token string, ok bool, wait time.Duration, err error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.token != refused && ts.token != "" {
-		return ts.token, nil
+	now := ts.clock.Now()
+	if ts.token == refused {
+		ts.refused = true
 	}
-	return ts.make(ts.clock.Now())
+	if ts.token != "" && !ts.refused {
+		return ts.token, true, 0, nil // another send's replacement, not refused yet
+	}
+	if !ts.renewed.IsZero() {
+		if wait = ts.renewed.Add(renewEvery).Sub(now); wait > 0 {
+			return "", false, wait, nil
+		}
+	}
+	if token, err = ts.make(now); err != nil {
+		return "", false, 0, err
+	}
+	ts.renewed = now
+	return token, true, 0, nil
+}
+
+// refusedAgain notes that APNs refused the replacement token as expired
+// too, and returns how long until the key may renew again.
+func (ts *tokenSource) refusedAgain(token string) time.Duration {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.token == token {
+		ts.refused = true
+	}
+	return max(ts.renewed.Add(renewEvery).Sub(ts.clock.Now()), 0)
 }
 
 func (ts *tokenSource) make(now time.Time) (string, error) {
@@ -110,6 +148,6 @@ func (ts *tokenSource) make(now time.Time) (string, error) {
 	r.FillBytes(sig[:32])
 	s.FillBytes(sig[32:])
 	ts.token = input + "." + enc.EncodeToString(sig[:])
-	ts.issued = now
+	ts.issued, ts.refused = now, false
 	return ts.token, nil
 }

@@ -3,9 +3,11 @@ package webpush
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -14,21 +16,32 @@ import (
 // endpoint is chosen by whoever registered the device; without this check a
 // registration could point the server at its own network (SSRF).
 type guard struct {
-	hosts         []string // exact host names and IP addresses, lower case
-	suffixes      []string // ".domain" for "*.domain" entries
+	hosts         []allowed // exact host names and IP addresses
+	suffixes      []allowed // "*.domain" entries, host ".domain"
 	allowLoopback bool
 	allowPrivate  bool
 }
 
-func newGuard(allowed []string, allowLoopback, allowPrivate bool) (*guard, error) {
+// allowed is one AllowedHosts entry: a host (lower case, an IP address in
+// its canonical form) and the one port it allows.
+type allowed struct {
+	host, port string
+}
+
+// defaultPort is the only port an entry that names none allows: https's
+// (D124). Allowing a push service's host is not allowing every service that
+// host, or a host under its wildcard, listens on.
+const defaultPort = "443"
+
+func newGuard(entries []string, allowLoopback, allowPrivate bool) (*guard, error) {
 	g := &guard{allowLoopback: allowLoopback, allowPrivate: allowPrivate}
-	for i, h := range allowed {
+	for i, h := range entries {
 		entry, err := normalizeAllowed(h)
 		if err != nil {
 			return nil, fmt.Errorf("webpush: AllowedHosts[%d]: %q %w", i, h, err)
 		}
-		if domain, ok := strings.CutPrefix(entry, "*."); ok {
-			g.suffixes = append(g.suffixes, "."+domain)
+		if domain, ok := strings.CutPrefix(entry.host, "*."); ok {
+			g.suffixes = append(g.suffixes, allowed{"." + domain, entry.port})
 		} else {
 			g.hosts = append(g.hosts, entry)
 		}
@@ -36,26 +49,49 @@ func newGuard(allowed []string, allowLoopback, allowPrivate bool) (*guard, error
 	return g, nil
 }
 
-// normalizeAllowed checks an AllowedHosts entry and returns it lower case, IP
-// addresses in their canonical form.
-func normalizeAllowed(h string) (string, error) {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+// normalizeAllowed checks an AllowedHosts entry — a host name, "*." and a
+// domain, or an IP address, each optionally with ":port" (an IPv6 address
+// in brackets then) — and returns its host lower case, an IP address in its
+// canonical form, and its port, defaultPort when it names none.
+func normalizeAllowed(h string) (allowed, error) {
+	h = strings.ToLower(strings.TrimSpace(h))
 	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return a.String(), nil
+		return allowed{a.String(), defaultPort}, nil
 	}
+	port := defaultPort
+	if host, p, err := net.SplitHostPort(h); err == nil {
+		if port, err = canonicalPort(p); err != nil {
+			return allowed{}, err
+		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			return allowed{a.String(), port}, nil
+		}
+		h = host
+	}
+	h = strings.TrimSuffix(h, ".")
 	name, wildcard := strings.CutPrefix(h, "*.")
 	switch {
 	case name == "":
-		return "", errors.New("is empty")
-	case strings.ContainsAny(name, "/:@?#"):
-		return "", errors.New("is not a host name: give the host only, without scheme, port or path")
+		return allowed{}, errors.New("is empty")
+	case strings.ContainsAny(name, "/:@?#[]"):
+		return allowed{}, errors.New("is not a host name: give the host only (and a port if not 443), without scheme or path")
 	case wildcard && !strings.Contains(name, "."):
-		return "", errors.New("is too broad: a wildcard needs a domain of at least two labels")
+		return allowed{}, errors.New("is too broad: a wildcard needs a domain of at least two labels")
 	}
 	if !hostName(name) {
-		return "", errors.New("is not a host name (letters, digits, hyphens and dots; a leading \"*.\" for a wildcard)")
+		return allowed{}, errors.New("is not a host name (letters, digits, hyphens and dots; a leading \"*.\" for a wildcard)")
 	}
-	return h, nil
+	return allowed{h, port}, nil
+}
+
+// canonicalPort checks a port number, 1 to 65535 in decimal, and returns it
+// without leading zeros (the dialler reads "0443" as 443).
+func canonicalPort(p string) (string, error) {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 || strings.TrimLeft(p, "0123456789") != "" {
+		return "", errors.New("has a port that is not a number from 1 to 65535")
+	}
+	return strconv.Itoa(n), nil
 }
 
 // hostName reports whether every label of host is a non-empty run of
@@ -79,12 +115,14 @@ func validLabel(l string) bool {
 	return true
 }
 
-func (g *guard) hostAllowed(host string) bool {
-	if slices.Contains(g.hosts, host) {
+// hostAllowed reports whether an entry allows host (lower case, an IP
+// address canonical) on port (canonical).
+func (g *guard) hostAllowed(host, port string) bool {
+	if slices.Contains(g.hosts, allowed{host, port}) {
 		return true
 	}
 	for _, s := range g.suffixes {
-		if strings.HasSuffix(host, s) {
+		if s.port == port && strings.HasSuffix(host, s.host) {
 			return true
 		}
 	}
@@ -121,10 +159,43 @@ func (g *guard) checkEndpoint(endpoint string) (*url.URL, error) {
 		// names nothing under it; nor does a label of other characters.
 		return nil, fmt.Errorf("the subscription endpoint's host %q is not a host name (letters, digits, hyphens; no empty label)", host)
 	}
-	if !g.hostAllowed(host) {
+	port := defaultPort
+	if p := u.Port(); p != "" {
+		if port, err = canonicalPort(p); err != nil {
+			return nil, fmt.Errorf("the subscription endpoint's port %q is not a number from 1 to 65535", p)
+		}
+	}
+	if !g.hostAllowed(host, port) {
+		if port != defaultPort {
+			return nil, fmt.Errorf("the subscription endpoint's host and port %q are not a push service on the allow-list (AllowedHosts; an entry without a port allows 443 only)", net.JoinHostPort(host, port))
+		}
 		return nil, fmt.Errorf("the subscription endpoint's host %q is not a push service on the allow-list (AllowedHosts)", host)
 	}
 	return u, nil
+}
+
+// checkDialTarget checks the host and port the HTTP transport asks to
+// connect to (before DNS) against the allow-list, as checkEndpoint did for
+// the request's URL: whatever made the transport dial elsewhere — a
+// redirect, a proxy, a code path that skipped checkEndpoint — reaches no
+// host and port nobody allowed. control then checks the address DNS gave.
+func (g *guard) checkDialTarget(addr string) error {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &refusedAddrError{reason: fmt.Sprintf("%q is not a host and port", addr)}
+	}
+	port, err := canonicalPort(p)
+	if err != nil {
+		return &refusedAddrError{reason: fmt.Sprintf("port %q is not a number from 1 to 65535", p)}
+	}
+	host := strings.TrimSuffix(strings.ToLower(h), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.WithZone("").String()
+	}
+	if !g.hostAllowed(host, port) {
+		return &refusedAddrError{reason: fmt.Sprintf("%s is not on the allow-list (AllowedHosts)", net.JoinHostPort(host, port))}
+	}
+	return nil
 }
 
 // numericHost reports whether a host name ends in a label that is a number

@@ -80,7 +80,17 @@ func TestAllowedHostsEntries(t *testing.T) {
 		{"*", false},
 		{"*.com", false},
 		{"https://fcm.googleapis.com", false},
-		{"fcm.googleapis.com:443", false},
+		{"fcm.googleapis.com:443", true},
+		{"push.example.com:8443", true},
+		{"*.push.example.com:8443", true},
+		{"1.1.1.1:8443", true},
+		{"[2606:4700:4700::1111]:8443", true},
+		{"push.example.com:0", false},
+		{"push.example.com:65536", false},
+		{"push.example.com:https", false},
+		{"push.example.com:", false},
+		{"push.example.com:-1", false},
+		{"2606:4700:4700::1111:8443", true}, // an IPv6 address, not a port: brackets name one
 		{"fcm.googleapis.com/fcm", false},
 		{"fcm..googleapis.com", false},
 		{"*.*.example.com", false},
@@ -89,6 +99,42 @@ func TestAllowedHostsEntries(t *testing.T) {
 		_, err := newGuard([]string{tc.entry}, false, false)
 		if (err == nil) != tc.ok {
 			t.Errorf("AllowedHosts entry %q: err %v, want ok=%v", tc.entry, err, tc.ok)
+		}
+	}
+}
+
+// TestDialChecksTheAllowList: the dialler checks the host and port it is
+// asked to connect to against the allow-list too, not only the address
+// after DNS: an entry without a port allows 443 only.
+func TestDialChecksTheAllowList(t *testing.T) {
+	t.Parallel()
+	g, err := newGuard([]string{"push.example.com", "alt.example.com:8443", "*.wild.example.com:8443", "1.1.1.1"}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"push.example.com:443", true},
+		{"PUSH.example.com.:443", true},
+		{"push.example.com:8443", false},
+		{"alt.example.com:8443", true},
+		{"alt.example.com:443", false},
+		{"a.wild.example.com:8443", true},
+		{"a.wild.example.com:443", false},
+		{"1.1.1.1:443", true},
+		{"1.1.1.1:8443", false},
+		{"other.example.com:443", false},
+		{"push.example.com", false},
+	} {
+		err := g.checkDialTarget(tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("dial %s: err %v, want allowed=%v", tc.addr, err, tc.ok)
+		}
+		var refused *refusedAddrError
+		if err != nil && !errors.As(err, &refused) {
+			t.Errorf("dial %s: err %T is not a refusal the provider recognises", tc.addr, err)
 		}
 	}
 }

@@ -98,6 +98,34 @@ func TestValidateTokenDefaultAllowList(t *testing.T) {
 	}
 }
 
+// TestValidateTokenChecksThePort: an allow-list entry may name a port; an
+// entry without one allows only https's default port, 443, so that allowing
+// a push service's host does not open every service that host runs.
+func TestValidateTokenChecksThePort(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, webpush.Config{AllowedHosts: []string{"push.example.com", "alt.example.com:8443", "*.wild.example.com:8443", "1.1.1.1:8443"}})
+	for _, tc := range []endpointCase{
+		{"https://push.example.com/sub/abcdefgh", true},
+		{"https://push.example.com:443/sub/abcdefgh", true},
+		{"https://push.example.com:8443/sub/abcdefgh", false},
+		{"https://push.example.com:22/sub/abcdefgh", false},
+		{"https://alt.example.com:8443/sub/abcdefgh", true},
+		{"https://alt.example.com/sub/abcdefgh", false},
+		{"https://alt.example.com:9443/sub/abcdefgh", false},
+		{"https://a.wild.example.com:8443/sub/abcdefgh", true},
+		{"https://a.wild.example.com/sub/abcdefgh", false},
+		{"https://1.1.1.1:8443/sub/abcdefgh", true},
+		{"https://1.1.1.1/sub/abcdefgh", false},
+	} {
+		checkRefusal(t, p, tc.endpoint, tc.ok)
+	}
+	checkEndpoints(t, []endpointCase{
+		{"https://fcm.googleapis.com:443/fcm/send/abcdefgh", true},
+		{"https://fcm.googleapis.com:8443/fcm/send/abcdefgh", false},
+		{"https://wns2-par02p.notify.windows.com:444/w/?token=BQYAAADsecret", false},
+	})
+}
+
 // The address forms below are refused even when an operator put them on the
 // allow-list: an allow-list entry is not a licence to reach internal addresses.
 var internalHosts = []string{

@@ -6,10 +6,11 @@
 // A Web Push device token is the browser's PushSubscription as JSON (see
 // oncepush.WebPushSubscription). Its endpoint is a URL chosen by whoever
 // registered the device, so the provider only talks to push-service hosts on an
-// allow-list, never to a private, loopback or otherwise non-public address —
-// checked when the device is registered (ValidateToken), before each send, and
-// again for the address actually dialled, so DNS rebinding cannot reach an
-// internal service either.
+// allow-list (a host and port: 443 unless the entry names another), never to
+// a private, loopback or otherwise non-public address — checked when the
+// device is registered (ValidateToken), before each send, and again when
+// dialling, for the host and port asked for and the address actually
+// dialled, so DNS rebinding cannot reach an internal service either.
 //
 // Each message is one POST to the subscription's endpoint with the headers
 // RFC 8030 defines: TTL (seconds until Submission.ExpiresAt, never negative),
@@ -87,7 +88,9 @@ type Config struct {
 	VAPIDSubject string
 	// AllowedHosts are the push-service hosts an endpoint may name. An entry is
 	// a host name ("fcm.googleapis.com"), "*." and a domain for any host under
-	// it ("*.notify.windows.com"; not the domain itself), or an IP address.
+	// it ("*.notify.windows.com"; not the domain itself), or an IP address,
+	// each optionally followed by ":port" ("push.example.com:8443",
+	// "[2001:db8::1]:8443"). An entry without a port allows port 443 only.
 	// Empty means DefaultAllowedHosts().
 	AllowedHosts []string
 	// AllowLoopback permits loopback addresses (127.0.0.0/8, ::1) as endpoint
@@ -254,8 +257,15 @@ func encodeMessage(s *oncepush.Submission) ([]byte, error) {
 // address it refused, so Send can tell that apart from a network failure.
 type dialRefusalKey struct{}
 
+// dial connects to a push service: the host and port it is asked for must be
+// on the allow-list (checkDialTarget), and the address they resolve to one
+// the provider may reach (the dialer's control hook).
 func (p *Provider) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := p.dialer.DialContext(ctx, network, addr)
+	err := p.guard.checkDialTarget(addr)
+	var c net.Conn
+	if err == nil {
+		c, err = p.dialer.DialContext(ctx, network, addr)
+	}
 	if err != nil {
 		var refused *refusedAddrError
 		if errors.As(err, &refused) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -32,7 +33,7 @@ type bundle struct {
 }
 
 // setup starts a fake push service and a provider allowed to reach it
-// (127.0.0.1, loopback allowed). mutate adjusts the config before New.
+// (127.0.0.1 on its port, loopback allowed). mutate adjusts the config before New.
 func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bundle) {
 	t.Helper()
 	fake := pushtest.NewFakeServer(t)
@@ -40,14 +41,19 @@ func setup(t *testing.T, mutate func(*webpush.Config)) (*webpush.Provider, *bund
 	// The fake checks the JWT's exp against the real time, so the clock
 	// starts there.
 	b := &bundle{fake: fake, clock: pushtest.NewClock(time.Now()), logs: &testlog.Buffer{}}
+	u, err := url.Parse(fake.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.cfg = webpush.Config{
 		VAPIDPrivateKey: priv,
 		VAPIDSubject:    "mailto:ops@example.com",
-		AllowedHosts:    []string{"127.0.0.1"},
-		AllowLoopback:   true,
-		TLSConfig:       fake.TLSConfig(),
-		Clock:           b.clock,
-		Logger:          slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		AllowedHosts:    []string{u.Host}, // 127.0.0.1 and the fake's port
+
+		AllowLoopback: true,
+		TLSConfig:     fake.TLSConfig(),
+		Clock:         b.clock,
+		Logger:        slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	return providertest.Build(t, webpush.New, &b.cfg, mutate), b
 }
@@ -393,8 +399,8 @@ func TestSendTransportFailures(t *testing.T) {
 	})
 	t.Run("closed port", func(t *testing.T) {
 		t.Parallel()
-		p, b := setup(t, nil)
 		addr := providertest.ClosedAddr(t)
+		p, b := setup(t, func(c *webpush.Config) { c.AllowedHosts = []string{addr} })
 		token := withEndpoint(t, b.fake.NewWebPushSubscription(), "https://"+addr+"/webpush/x")
 		res := p.Send(context.Background(), b.submission(token))
 		if res.Outcome != oncepush.OutcomeRetry {
@@ -411,7 +417,8 @@ func TestDialRefusesRebinding(t *testing.T) {
 		t.Run("AllowLoopback="+strconv.FormatBool(allowLoopback), func(t *testing.T) {
 			t.Parallel()
 			p, b := setup(t, func(c *webpush.Config) {
-				c.AllowedHosts = []string{"localhost"}
+				_, port, _ := net.SplitHostPort(c.AllowedHosts[0])
+				c.AllowedHosts = []string{"localhost:" + port}
 				c.AllowLoopback = allowLoopback
 				// The fake's certificate names example.com, not localhost.
 				c.TLSConfig.ServerName = "example.com"

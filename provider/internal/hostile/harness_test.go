@@ -107,7 +107,7 @@ func newWorld(t testing.TB) *world {
 	}
 	u, _ := url.Parse(w.svc.URL)
 	wp, err := webpush.New(webpush.Config{VAPIDPrivateKey: vapid, VAPIDSubject: "mailto:ops@oncepush.invalid",
-		AllowedHosts: []string{u.Hostname()}, AllowLoopback: true, TLSConfig: tlsConfig, Logger: log})
+		AllowedHosts: []string{u.Host}, AllowLoopback: true, TLSConfig: tlsConfig, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,9 @@ func TestRedact(t *testing.T) {
 		{"bidirectional override", "abc\u202edef\u2066", "abc\uFFFDdef\uFFFD"},
 		{"invalid UTF-8", "caf\xe9", "caf\uFFFD"},
 		{"ordinary text", "404 UNREGISTERED: Requested entity was not found.", "404 UNREGISTERED: Requested entity was not found."},
+		{"upper case", "bad token FCM-TOKEN:ABCDEF/GHIJ+KLMN here", "bad token [redacted] here"},
+		{"mixed case, lower-case escape", "/send/Fcm-Token:abcdef%2fGhij+klmn", "/send/[redacted]"},
+		{"beside invalid UTF-8 and non-ASCII", "\xe9é fcm-token:abcdef/GHIJ+klmn \xe9", "\uFFFDé [redacted] \uFFFD"},
 	} {
 		if got := Redact(tc.in, tok, "short"); got != tc.want {
 			t.Errorf("%s: Redact(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
