@@ -332,3 +332,90 @@ func TestConflictTellsAnAbortFromAFailedStatement(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedTransactionReleasesItsRows: a process stopped inside one of
+// the engine's transactions (SIGSTOP: here a transaction whose code never
+// goes on) holds its rows until it wakes, and every writer that needs them
+// waits as long. The driver bounds the time its own transactions may sit
+// idle, so PostgreSQL ends the stopped one and the writer goes on; the
+// bound is per transaction, so it never reaches the session nor a caller's
+// transaction (SendTx), which the caller bounds as it sees fit.
+func TestStoppedTransactionReleasesItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, drv := migrated(t)
+	show := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var v string
+		if err := q.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	session := show(pool)
+	if err := drv.InTx(ctx, func(_ context.Context, tx pgx.Tx, _ driver.Executor) error {
+		if v, want := show(tx), fmt.Sprint(postgres.IdleInTransactionTimeout.Seconds())+"s"; v != want {
+			t.Errorf("inside the engine's transaction the idle bound is %s, want %s", v, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := oncepush.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SendTx(ctx, tx, []string{"caller"}, oncepush.Message{Type: "idle", Title: "t"}, &oncepush.SendOptions{DedupKey: "k", RequestHash: []byte{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := show(tx); v != session {
+		t.Errorf("the caller's transaction has the idle bound %s after SendTx, want the session's %s", v, session)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A transaction of the engine's, stopped while it holds (r, k).
+	postgres.SetIdleInTransactionTimeout(drv, 500*time.Millisecond)
+	wrote, wake := make(chan struct{}), make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- drv.InTx(ctx, func(ctx context.Context, _ pgx.Tx, ex driver.Executor) error {
+			if _, _, err := ex.MessageInsert(ctx, &driver.MessageInsertParams{
+				Type: "idle", Title: "stopped", Ambiguity: "resend", Recipients: []string{"r"}, NotificationIDs: []string{"n"}, DedupKey: "k",
+			}); err != nil {
+				return err
+			}
+			close(wrote)
+			<-wake // the process is stopped
+			_, err := ex.MessageGetMany(ctx, []int64{1})
+			return err
+		})
+	}()
+	defer close(wake)
+	<-wrote
+	// Another writer needs (r, k): it waits for the stopped transaction,
+	// then finds the key free once the database has ended it. On a failure
+	// the wait is bounded, so that the test says what it saw.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := client.Send(wctx, []string{"r"}, oncepush.Message{Type: "idle", Title: "other"}, &oncepush.SendOptions{DedupKey: "k"})
+	if err != nil || res.Queued != 1 {
+		t.Fatalf("a send needing the stopped transaction's rows: %+v, %v; want written once the transaction was ended", res, err)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("the stopped transaction returned (%v) before it woke", err)
+	default:
+	}
+	wake <- struct{}{}
+	if err := <-stopped; err == nil {
+		t.Fatal("the stopped transaction committed after the database ended it")
+	}
+}
