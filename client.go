@@ -249,8 +249,8 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 
 // insertParams is the driver's view of a prepared send. The recipients go
 // in byte order, the order in which every send takes the locks of its
-// deliveries' (recipient, dedup key) (docs/architecture.md, "Lock order");
-// p keeps the caller's order, which the request's hash is over.
+// deliveries' (recipient, dedup key) (docs/architecture.md, "Lock order of
+// sends"); p keeps the caller's order, which the request's hash is over.
 func (c *clientCore) insertParams(p *prepared, msg *Message, opts *SendOptions) *driver.MessageInsertParams {
 	var scheduled *time.Time
 	if !opts.ScheduledAt.IsZero() {

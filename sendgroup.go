@@ -249,10 +249,10 @@ func (c *Client[TTx]) writeGroup(ctx context.Context, group []*groupMember) {
 
 // conflictTries bounds the writes of a group (or of a send alone) that the
 // database aborted for a deadlock or a serialization failure. With every
-// send's locks taken in one order (docs/architecture.md, "Lock order") a
-// group meets such an abort only with writers that lock in another order
-// (a caller's own transaction); one try more then normally succeeds, since
-// the database let the other writer go on.
+// send's locks taken in one order (docs/architecture.md, "Lock order of
+// sends") a group meets such an abort only with writers that lock in
+// another order (a caller's own transaction); one try more then normally
+// succeeds, since the database let the other writer go on.
 const conflictTries = 10
 
 // conflictPause is the pause before try+1 of an aborted write: short, with
