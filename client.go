@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,10 @@ type clientCore struct {
 	// flight at a time, and calls meanwhile make it run once more.
 	notify func(context.Context) error
 	// exec runs statements outside any transaction (driver.Exec): the marks.
-	exec        func() driver.Executor
+	exec func() driver.Executor
+	// conflict says the database aborted a write that may succeed if run
+	// again (driver.ConflictDetector); never, for a driver without one.
+	conflict    func(error) bool
 	notifying   atomic.Bool
 	notifyAgain atomic.Bool
 
@@ -94,6 +98,10 @@ func NewClient[TTx any](d driver.Driver[TTx], cfg *Config) (*Client[TTx], error)
 	cl.cfg = c
 	cl.notify = d.Notify
 	cl.exec = d.Exec
+	cl.conflict = func(error) bool { return false }
+	if cd, ok := d.(driver.ConflictDetector); ok {
+		cl.conflict = cd.Conflict
+	}
 	cl.log = c.Logger.With(slog.String("component", "oncepush"), slog.String("client_id", c.ID))
 	cl.obs = guardedObserver{o: c.Observer, log: cl.log}
 	cl.transports, _ = newTransportTable(c.Transports) // checked by withDefaults
@@ -183,17 +191,21 @@ func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, m
 		return SendResult{}, err
 	}
 	ex := c.driver.UnwrapExecutor(tx)
-	write := func() (SendResult, error) { return c.write(ctx, ex, p, &msg, opts) }
 	if opts == nil || opts.RequestHash == nil {
-		return write()
+		res, err := c.write(ctx, ex, p, &msg, opts)
+		if err == nil {
+			c.queued(ctx, p, res)
+		}
+		return res, err
 	}
-	return c.writeInSavepoint(ctx, ex, opts, write)
+	return c.writeInSavepoint(ctx, ex, p, opts, func() (SendResult, error) { return c.write(ctx, ex, p, &msg, opts) })
 }
 
-// writeInSavepoint runs write in a savepoint of the caller's transaction, so
-// that its failure — a request recorded before, answered here with the first
-// send's result — leaves the transaction as it was and usable.
-func (c *clientCore) writeInSavepoint(ctx context.Context, ex driver.Executor, opts *SendOptions, write func() (SendResult, error)) (SendResult, error) {
+// writeInSavepoint runs write (of p) in a savepoint of the caller's
+// transaction, so that its failure — a request recorded before, answered
+// here with the first send's result — leaves the transaction as it was and
+// usable.
+func (c *clientCore) writeInSavepoint(ctx context.Context, ex driver.Executor, p *prepared, opts *SendOptions, write func() (SendResult, error)) (SendResult, error) {
 	var res SendResult
 	err := ex.WithSavepoint(ctx, func() error {
 		var err error
@@ -202,6 +214,9 @@ func (c *clientCore) writeInSavepoint(ctx context.Context, ex driver.Executor, o
 	})
 	if errors.Is(err, driver.ErrRequestRecorded) {
 		return c.replay(ctx, ex, opts)
+	}
+	if err == nil {
+		c.queued(ctx, p, res)
 	}
 	return res, err
 }
@@ -234,21 +249,26 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 	return c.written(ctx, ex, p, opts, id, n)
 }
 
-// insertParams is the driver's view of a prepared send.
+// insertParams is the driver's view of a prepared send. The recipients go
+// in byte order, the order in which every send takes the locks of its
+// deliveries' (recipient, dedup key) (docs/architecture.md, "Lock order of
+// sends"); p keeps the caller's order, which the request's hash is over.
 func (c *clientCore) insertParams(p *prepared, msg *Message, opts *SendOptions) *driver.MessageInsertParams {
 	var scheduled *time.Time
 	if !opts.ScheduledAt.IsZero() {
 		scheduled = &opts.ScheduledAt
 	}
-	nids := make([]string, len(p.recipients))
-	for i, r := range p.recipients {
+	recipients := slices.Clone(p.recipients)
+	slices.Sort(recipients)
+	nids := make([]string, len(recipients))
+	for i, r := range recipients {
 		nids[i] = notificationIDFor(msg.Type, r, opts.DedupKey)
 	}
 	return &driver.MessageInsertParams{
 		Now: c.now(), Type: msg.Type, Title: msg.Title, Body: msg.Body, Data: p.data, Link: msg.Link,
 		Image: p.image, Category: opts.Category, Ambiguity: string(p.policy),
 		ScheduledAt: scheduled, Lifetime: p.lifetime,
-		Recipients: p.recipients, NotificationIDs: nids, DedupKey: opts.DedupKey,
+		Recipients: recipients, NotificationIDs: nids, DedupKey: opts.DedupKey,
 		RequestHash: opts.RequestHash, Duplicates: p.dupes,
 	}
 }
@@ -258,7 +278,6 @@ func (c *clientCore) insertParams(p *prepared, msg *Message, opts *SendOptions) 
 // woken unless the wake-up is deferred.
 func (c *clientCore) written(ctx context.Context, ex driver.Executor, p *prepared, opts *SendOptions, id int64, n int) (SendResult, error) {
 	res := SendResult{MessageID: id, Queued: n, Duplicates: len(p.recipients) - n + p.dupes}
-	c.obs.Queued(res.Queued, res.Duplicates)
 	if n == 0 {
 		// Every recipient was a duplicate: keep no message without deliveries.
 		if err := ex.MessageDelete(ctx, id); err != nil {
@@ -272,11 +291,19 @@ func (c *clientCore) written(ctx context.Context, ex driver.Executor, p *prepare
 			return SendResult{}, fmt.Errorf("oncepush: wake workers: %w", err)
 		}
 	}
-	if p.dropped != "" {
-		c.log.WarnContext(ctx, "image dropped: providers show only https images",
-			slog.Int64("message_id", id), slog.String("image", p.dropped))
-	}
 	return res, nil
+}
+
+// queued tells the observer what a written send queued, and logs what it
+// dropped: once per send, when its rows are written for good (committed, or
+// in the caller's transaction), so that a group written again after the
+// database aborted it is not counted twice.
+func (c *clientCore) queued(ctx context.Context, p *prepared, res SendResult) {
+	c.obs.Queued(res.Queued, res.Duplicates)
+	if p.dropped != "" && res.Queued > 0 {
+		c.log.WarnContext(ctx, "image dropped: providers show only https images",
+			slog.Int64("message_id", res.MessageID), slog.String("image", p.dropped))
+	}
 }
 
 // RegisterDevice registers (or renews) a device for d.Recipient. A token owned by

@@ -1,12 +1,14 @@
 package oncepush
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/oncepush/oncepush/driver"
@@ -114,7 +116,7 @@ func (c *Client[TTx]) SendToDevicesTx(ctx context.Context, tx TTx, devices []Dev
 	}
 	ex := c.driver.UnwrapExecutor(tx)
 	// Always in a savepoint: devices registered before a refused one must go.
-	return c.writeInSavepoint(ctx, ex, opts, func() (SendResult, error) {
+	return c.writeInSavepoint(ctx, ex, p, opts, func() (SendResult, error) {
 		return c.writeDirect(ctx, ex, ds, p, &msg, opts)
 	})
 }
@@ -197,7 +199,11 @@ func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *
 }
 
 // writeDirect registers each device under its implicit recipient, keeping a
-// token registered to another recipient with it, then writes the send.
+// token registered to another recipient with it, then writes the send. The
+// devices are registered in (transport, token key) order, whatever the
+// caller's: two sends to the same new tokens listed in opposite orders
+// would otherwise each hold the registration the other waits for
+// (docs/architecture.md, "Lock order of sends").
 func (c *clientCore) writeDirect(ctx context.Context, ex driver.Executor, ds []directDevice, p *prepared, msg *Message, opts *SendOptions) (SendResult, error) {
 	// A retry of a recorded request answers as the first did, before any
 	// registration: a token registered to a recipient since the first send
@@ -210,7 +216,7 @@ func (c *clientCore) writeDirect(ctx context.Context, ex driver.Executor, ds []d
 			return SendResult{}, fmt.Errorf("oncepush: read recorded request: %w", err)
 		}
 	}
-	for _, d := range ds {
+	for _, d := range lockOrder(ds) {
 		_, err := c.storeDevice(ctx, ex, &driver.DeviceRegisterParams{
 			Recipient: d.recipient, Transport: string(d.transport), Token: d.token, TokenKey: d.key, KeepOtherOwner: true,
 		})
@@ -222,4 +228,14 @@ func (c *clientCore) writeDirect(ctx context.Context, ex driver.Executor, ds []d
 		}
 	}
 	return c.write(ctx, ex, p, msg, opts)
+}
+
+// lockOrder returns the devices sorted by (transport, token key): the order
+// in which a direct send registers them.
+func lockOrder(ds []directDevice) []directDevice {
+	return slices.SortedStableFunc(slices.Values(ds), compareDevices)
+}
+
+func compareDevices(a, b directDevice) int {
+	return cmp.Or(strings.Compare(string(a.transport), string(b.transport)), strings.Compare(a.key, b.key))
 }

@@ -11,7 +11,9 @@ import (
 type Observer interface {
 	// Queued: a send wrote deliveries (and found duplicates: dedup hits). For
 	// SendTx it is called when the rows are written, before the caller's commit;
-	// for a send written in a group with others, before the group's commit.
+	// for Send and SendToDevices after the commit that wrote them, once however
+	// many times the database made the engine write them (a group aborted for a
+	// deadlock is written again).
 	Queued(queued, duplicates int)
 	// Submitted: one provider call ended with this outcome after latency.
 	Submitted(t Transport, o Outcome, latency time.Duration)

@@ -1,13 +1,17 @@
 package oncepush
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/backoff"
 	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
@@ -196,18 +200,43 @@ func (c *Client[TTx]) leadGroup(leader *groupMember) {
 
 // writeGroup writes the members and sets each one's answer, then wakes the
 // workers once for all of them. A group of one takes the path of a send on
-// its own: no transaction round trips around its statement.
+// its own: no transaction round trips around its statement. A write the
+// database aborted to break a deadlock, or for a serialization failure, is
+// written again, up to conflictTries times: it wrote nothing, and its
+// members would each have succeeded alone.
 func (c *Client[TTx]) writeGroup(ctx context.Context, group []*groupMember) {
-	if len(group) == 1 {
-		m := group[0]
-		m.res, m.err = c.writeAlone(m)
-	} else if err := c.writeTogether(ctx, group); err != nil {
-		for _, m := range group {
-			m.res, m.err = SendResult{}, err
+	hooks := enginetest.From(ctx)
+	for try := 1; ; try++ {
+		var err error
+		if len(group) == 1 {
+			m := group[0]
+			m.res, m.err = c.writeAlone(m)
+			err = m.err
+		} else if err = c.writeTogether(ctx, group); err != nil {
+			for _, m := range group {
+				m.res, m.err = SendResult{}, err
+			}
+		}
+		if err == nil || !c.conflict(err) || try == conflictTries {
+			break
+		}
+		hooks.SendRetrying(try, err)
+		// A member alone is written on its own context; a group of several
+		// on none, its members waiting for its outcome whatever theirs say.
+		wait := context.Background()
+		if len(group) == 1 {
+			wait = group[0].ctx
+		}
+		if !pause(wait, conflictPause(try)) {
+			group[0].res, group[0].err = SendResult{}, wait.Err()
+			break
 		}
 	}
 	wake := false
 	for _, m := range group {
+		if m.err == nil {
+			c.queued(ctx, m.p, m.res)
+		}
 		wake = wake || (m.err == nil && m.res.Queued > 0 && m.opts.ScheduledAt.IsZero())
 	}
 	if wake {
@@ -215,6 +244,33 @@ func (c *Client[TTx]) writeGroup(ctx context.Context, group []*groupMember) {
 	}
 	if o, ok := c.obs.(SendGroupObserver); ok {
 		o.SendGroup(len(group))
+	}
+}
+
+// conflictTries bounds the writes of a group (or of a send alone) that the
+// database aborted for a deadlock or a serialization failure. With every
+// send's locks taken in one order (docs/architecture.md, "Lock order of
+// sends") a group meets such an abort only with writers that lock in
+// another order (a caller's own transaction); one try more then normally
+// succeeds, since the database let the other writer go on.
+const conflictTries = 10
+
+// conflictPause is the pause before try+1 of an aborted write: short, with
+// jitter, so that the writers the abort separated do not meet again in
+// step.
+func conflictPause(try int) time.Duration {
+	return backoff.Delay(try, 5*time.Millisecond, 200*time.Millisecond, nil)
+}
+
+// pause waits d, or until ctx ends, and reports whether it waited d.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -234,23 +290,30 @@ func (c *Client[TTx]) writeAlone(m *groupMember) (SendResult, error) {
 }
 
 // writeTogether writes the members in one transaction: the plain sends in
-// one MessageInsertMany, each direct send in a savepoint. It sets the
-// answer of each member that failed on its own (a recorded request, a
-// refused token) or succeeded, and returns an error that fails them all.
-// The members' own contexts no longer count: they are in this transaction.
+// one MessageInsertMany, each direct send in a savepoint, each kind in lock
+// order (sendLockOrder). It sets the answer of each member that failed on
+// its own (a recorded request, a refused token) or succeeded, and returns
+// an error that fails them all. The members' own contexts no longer count:
+// they are in this transaction.
 func (c *Client[TTx]) writeTogether(ctx context.Context, group []*groupMember) error {
 	ctx = context.WithoutCancel(ctx)
 	hooks := enginetest.From(ctx)
-	return c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-		var plain []*groupMember
-		var params []*driver.MessageInsertParams
-		for _, m := range group {
-			if m.devices == nil {
-				plain = append(plain, m)
-				params = append(params, c.insertParams(m.p, m.msg, m.opts))
-			}
+	var plain, direct []*groupMember
+	for _, m := range group {
+		m.res, m.err = SendResult{}, nil // what an aborted try set
+		if m.devices == nil {
+			plain = append(plain, m)
+		} else {
+			direct = append(direct, m)
 		}
-		if len(params) > 0 {
+	}
+	plain, direct = sendLockOrder(plain), sendLockOrder(direct)
+	return c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+		if len(plain) > 0 {
+			params := make([]*driver.MessageInsertParams, len(plain))
+			for i, m := range plain {
+				params[i] = c.insertParams(m.p, m.msg, m.opts)
+			}
 			out, err := ex.MessageInsertMany(ctx, params)
 			if err != nil {
 				return fmt.Errorf("oncepush: write messages: %w", err)
@@ -264,10 +327,7 @@ func (c *Client[TTx]) writeTogether(ctx context.Context, group []*groupMember) e
 				}
 			}
 		}
-		for _, m := range group {
-			if m.devices == nil {
-				continue
-			}
+		for _, m := range direct {
 			m.err = ex.WithSavepoint(ctx, func() error {
 				var err error
 				m.res, err = c.writeDirect(ctx, ex, m.devices, m.p, m.msg, m.opts)
@@ -280,4 +340,35 @@ func (c *Client[TTx]) writeTogether(ctx context.Context, group []*groupMember) e
 		hooks.GroupCommitting(len(group))
 		return nil
 	})
+}
+
+// sendLockOrder returns the members in the order a group writes them, which
+// is the order of the first lock each takes: a direct send by its first
+// device in (transport, token key) order, the devices it registers first; a
+// plain send by its dedup key, then its first recipient in byte order, the
+// (recipient, dedup key) of its deliveries. Two groups that hold sends to
+// the same recipients and keys then take their locks in one order, and one
+// waits for the other instead of deadlocking with it, in whatever order
+// their callers came.
+func sendLockOrder(ms []*groupMember) []*groupMember {
+	type keyed struct {
+		m         *groupMember
+		key, from string
+	}
+	ks := make([]keyed, len(ms))
+	for i, m := range ms {
+		if m.devices != nil {
+			d := slices.MinFunc(m.devices, compareDevices)
+			ks[i] = keyed{m, string(d.transport), d.key}
+		} else {
+			ks[i] = keyed{m, m.opts.DedupKey, slices.Min(m.p.recipients)}
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.from, b.from))
+	})
+	for i, k := range ks {
+		ms[i] = k.m
+	}
+	return ms
 }

@@ -134,6 +134,18 @@ type SingleWriter interface {
 	SingleWriter()
 }
 
+// ConflictDetector is implemented by a driver whose database may abort a
+// statement or a transaction that would succeed on its own, to break a
+// deadlock or for a serialization failure (PostgreSQL: SQLSTATE 40P01,
+// 40001). The aborted work wrote nothing, and run again in a new
+// transaction it may succeed: the engine runs again what it wrote in
+// transactions of its own (a group of sends, a send written alone), and
+// never retries a caller's transaction, which the abort has ended.
+type ConflictDetector interface {
+	// Conflict reports whether err, or an error it wraps, is such an abort.
+	Conflict(err error) bool
+}
+
 // MigrateResult says what Migrate did.
 type MigrateResult struct {
 	Applied []int // versions applied by this call, in order

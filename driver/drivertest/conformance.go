@@ -147,6 +147,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"GroupAnsweredAfterCommit", testGroupAnsweredAfterCommit[TTx]},
 		{"GroupLeftWhenCanceled", testGroupLeftWhenCanceled[TTx]},
 		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
+		{"GroupRetriedAfterConflict", testGroupRetriedAfterConflict[TTx]},
 	})
 	runParallel(t, h, campaignTests[TTx]())
 	runParallel(t, h, campaignTotalsTests[TTx]())

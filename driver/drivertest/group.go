@@ -414,3 +414,142 @@ func testSendGroupsAtOnce[TTx any](t *testing.T, h Harness[TTx]) {
 		b.send([]string{fmt.Sprintf("after-%d", i)}, msg("after"), nil)
 	}
 }
+
+// conflicting is a driver whose database aborts writes as PostgreSQL does
+// to break a deadlock: the next abort writes of the engine's own
+// transactions (InTx) fail at their commit, after their statements ran, and
+// those of a send written alone (MessageInsert outside a transaction) fail
+// before anything is written; Conflict (driver.ConflictDetector) knows the
+// error. Each InTx and each such MessageInsert counts in tries.
+type conflicting[TTx any] struct {
+	driver.Driver[TTx]
+	abort atomic.Int32
+	tries atomic.Int32
+}
+
+var errConflict = errors.New("drivertest: deadlock detected")
+
+func (d *conflicting[TTx]) Conflict(err error) bool { return errors.Is(err, errConflict) }
+
+// aborts reports whether this write is to be aborted, and counts it.
+func (d *conflicting[TTx]) aborts() bool {
+	d.tries.Add(1)
+	for {
+		n := d.abort.Load()
+		if n <= 0 {
+			return false
+		}
+		if d.abort.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (d *conflicting[TTx]) InTx(ctx context.Context, fn func(context.Context, TTx, driver.Executor) error) error {
+	abort := d.aborts()
+	return d.Driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
+		if err := fn(ctx, tx, ex); err != nil {
+			return err
+		}
+		if abort {
+			return fmt.Errorf("commit: %w", errConflict)
+		}
+		return nil
+	})
+}
+
+func (d *conflicting[TTx]) Exec() driver.Executor {
+	return conflictingExec{Executor: d.Driver.Exec(), aborts: d.aborts}
+}
+
+type conflictingExec struct {
+	driver.Executor
+	aborts func() bool
+}
+
+func (e conflictingExec) MessageInsert(ctx context.Context, p *driver.MessageInsertParams) (int64, int, error) {
+	if e.aborts() {
+		return 0, 0, fmt.Errorf("insert: %w", errConflict)
+	}
+	return e.Executor.MessageInsert(ctx, p)
+}
+
+// testGroupRetriedAfterConflict: a group the database aborts (a deadlock
+// with a writer that locks in another order: a caller's transaction) is
+// written again, its members answered as if nothing had happened — each
+// written once, counted once — and so is a send written alone; only a
+// write aborted try after try fails, with nothing written.
+func testGroupRetriedAfterConflict[TTx any](t *testing.T, h Harness[TTx]) {
+	obs := &countingObserver{}
+	b := setup(t, h, oneGroup)
+	d := &conflicting[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(d, func(c *oncepush.Config) { oneGroup(c); c.Observer = obs })
+	var retries enginetest.Counter
+	hooks := &enginetest.Hooks{OnSendRetrying: func(int, error) { retries.Add() }}
+	token := tokenFor(oncepush.TransportFCM, "direct")
+
+	d.abort.Store(2)
+	answers := startGroup(t, b.ctx, hooks,
+		sendTo(client, []string{"plain"}, msg("plain"), nil),
+		sendTo(client, []string{"recorded"}, msg("recorded"), recorded("k-recorded", 1)),
+		sendTo(client, []string{"keyed"}, msg("keyed"), &oncepush.SendOptions{DedupKey: "k-keyed"}),
+		sendToDevices(client, []oncepush.DeviceAddress{{Transport: oncepush.TransportFCM, Token: token}}, msg("direct"), nil),
+	).wait()
+	if n, tries := retries.Count(), d.tries.Load(); n != 2 || tries != 3 {
+		t.Fatalf("the group was retried %d times in %d transactions, want 2 in 3", n, tries)
+	}
+	for i, r := range []string{"plain", "recorded", "keyed", b.implicit(token)} {
+		a := answers[i]
+		if a.err != nil || a.res.Queued != 1 || a.res.Replayed {
+			t.Errorf("%s, in a group aborted twice: %+v, %v; want written", r, a.res, a.err)
+			continue
+		}
+		if d := b.only(r); d.MessageID != a.res.MessageID {
+			t.Errorf("%s answered message %d, its delivery is of %d", r, a.res.MessageID, d.MessageID)
+		}
+	}
+	if devs := b.devicesOf(b.implicit(token)); len(devs) != 1 {
+		t.Errorf("the direct send's device registered %d times", len(devs))
+	}
+	if res := b.send([]string{"recorded"}, msg("recorded"), recorded("k-recorded", 1)); !res.Replayed || res.MessageID != answers[1].res.MessageID {
+		t.Errorf("the recorded request again: %+v, want the first answer replayed", res)
+	}
+	obs.mu.Lock()
+	queued := obs.queued
+	obs.mu.Unlock()
+	if queued != 4 {
+		t.Errorf("the observer counted %d queued for 4 sends written once", queued)
+	}
+
+	// Alone: a plain send (one statement) and a direct send (a transaction).
+	ctx := enginetest.WithHooks(b.ctx, hooks)
+	d.abort.Store(1)
+	if res, err := client.Send(ctx, []string{"alone"}, msg("alone"), nil); err != nil || res.Queued != 1 {
+		t.Fatalf("a send alone, aborted once: %+v, %v", res, err)
+	}
+	b.only("alone")
+	alone := tokenFor(oncepush.TransportFCM, "alone")
+	d.abort.Store(1)
+	if res, err := client.SendToDevices(ctx, []oncepush.DeviceAddress{{Transport: oncepush.TransportFCM, Token: alone}}, msg("alone"), nil); err != nil || res.Queued != 1 {
+		t.Fatalf("a direct send alone, aborted once: %+v, %v", res, err)
+	}
+	b.only(b.implicit(alone))
+	if n := retries.Count(); n != 4 {
+		t.Fatalf("%d retries in all, want 2 for the group and 1 for each send alone", n)
+	}
+
+	// Aborted every time: the abort is answered after the last try, and
+	// nothing is written.
+	d.abort.Store(1000)
+	d.tries.Store(0)
+	_, err := client.Send(ctx, []string{"never"}, msg("never"), nil)
+	if !errors.Is(err, errConflict) {
+		t.Fatalf("a send aborted every time: %v, want the abort", err)
+	}
+	if tries, n := d.tries.Load(), retries.Count(); tries < 2 || int(tries) != n-4+1 {
+		t.Fatalf("%d tries and %d retries for a send aborted every time", tries, n-4)
+	}
+	if ds := b.deliveries("never"); len(ds) != 0 {
+		t.Fatalf("a send aborted every time wrote %d deliveries", len(ds))
+	}
+}

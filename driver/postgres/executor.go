@@ -95,6 +95,21 @@ func collect[T any](br pgx.BatchResults, scan pgx.RowToFunc[T], out *[]T) error 
 // executor runs the named queries on a pool or in a transaction.
 type executor struct {
 	db dbtx
+	// begin begins a transaction on the pool (Driver.begin); unused in a
+	// transaction, where a nested one is a savepoint.
+	begin pgx.TxOptions
+}
+
+// inTx runs fn in a transaction of its own: a savepoint of the executor's
+// transaction, or a transaction on the pool begun as the driver begins its
+// own (bounded by IdleInTransactionTimeout).
+func (e *executor) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	if pool, ok := e.db.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}); ok {
+		return pgx.BeginTxFunc(ctx, pool, e.begin, fn)
+	}
+	return pgx.BeginFunc(ctx, e.db, fn)
 }
 
 var _ driver.Executor = (*executor)(nil)
@@ -172,7 +187,7 @@ func isRecorded(err error) bool {
 func (e *executor) MessageInsertMany(ctx context.Context, ps []*driver.MessageInsertParams) ([]driver.MessageInserted, error) {
 	if _, inTx := e.db.(pgx.Tx); !inTx {
 		var out []driver.MessageInserted
-		err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		err := e.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			out, err = (&executor{db: tx}).MessageInsertMany(ctx, ps)
 			return err
@@ -437,7 +452,7 @@ func (e *executor) DeliveryLeaseGetMany(ctx context.Context, ids []int64) (map[i
 
 func (e *executor) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterParams) (*driver.Device, error) {
 	var dev *driver.Device
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		if p.Session != "" {
 			// Shared with other registrations, exclusive with a revocation:
 			// a revocation waits for this transaction, so it sees this row.
@@ -514,7 +529,7 @@ func (e *executor) DeviceGetByToken(ctx context.Context, transport, tokenKey str
 
 func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.Time) (int, error) {
 	var deleted int
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		// Waits for registrations of the session still in flight, so the
 		// delete below sees their rows (READ COMMITTED: a statement after the
 		// lock sees what committed before it).
@@ -533,7 +548,7 @@ func (e *executor) SessionRevoke(ctx context.Context, session string, now *time.
 
 func (e *executor) RecipientDelete(ctx context.Context, recipient string) (*driver.RecipientDeleteResult, error) {
 	res := &driver.RecipientDeleteResult{}
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		args := named{"recipient": recipient}
 		tag, err := tx.Exec(ctx, q.Get("DeviceDeleteByRecipient"), args)
 		if err != nil {
@@ -695,7 +710,7 @@ func (e *executor) MessageIDsByDedupKey(ctx context.Context, key string) ([]int6
 
 func (e *executor) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
 	res := &driver.MessageCancelResult{}
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		if p.CampaignID == 0 {
 			err := tx.QueryRow(ctx, q.Get("CampaignIDByMessage"), named{"message_id": p.MessageID}).Scan(&res.CampaignID)
 			if err == nil {
@@ -820,7 +835,7 @@ func (e *executor) CampaignTry(ctx context.Context, p *driver.CampaignTryParams)
 func (e *executor) CampaignPageAdd(ctx context.Context, p *driver.CampaignPageParams) (int, bool, error) {
 	var added int
 	var replayed bool
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		var inserted bool
 		var digest []byte
 		args := named{"campaign_id": p.CampaignID, "page": p.Page, "digest": p.Digest, "recipients": p.Recipients}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,14 +39,38 @@ var q = sqlfile.MustParse(sqlFS, "queries.sql")
 // Channel is the LISTEN/NOTIFY channel; the payload is the schema name.
 const Channel = "oncepush_wake"
 
+// IdleInTransactionTimeout is how long a transaction the driver begins may
+// wait between two of its statements before PostgreSQL ends its session
+// (idle_in_transaction_session_timeout), rolling it back and releasing its
+// locks. The engine's transactions are short and never wait on anything but
+// the database (an eligibility rule's queries run in the claim's), so only a
+// process stopped or stalled inside one (SIGSTOP, a debugger, a machine
+// frozen) idles that long; without the bound its rows stay locked, and
+// cancels, records and campaign steps that need them wait, until it wakes.
+// It is set per transaction (SET LOCAL, sent with BEGIN in one round trip)
+// on the transactions the driver begins on the pool, never on the session
+// nor on a caller's transaction (SendTx): those are the caller's to bound.
+const IdleInTransactionTimeout = 30 * time.Second
+
 // Driver is the PostgreSQL driver.
 type Driver struct {
 	pool *pgxpool.Pool
+	// begin begins the driver's own transactions: with the idle bound.
+	begin pgx.TxOptions
 }
 
 // New returns a driver on the pool. The pool is the caller's: the driver never
 // closes it.
-func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+func New(pool *pgxpool.Pool) *Driver {
+	return &Driver{pool: pool, begin: beginBounded(IdleInTransactionTimeout)}
+}
+
+// beginBounded is how the driver begins a transaction of its own: BEGIN and
+// the transaction's idle bound as one simple-protocol query (one round trip,
+// as BEGIN alone).
+func beginBounded(idle time.Duration) pgx.TxOptions {
+	return pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", idle.Milliseconds())}
+}
 
 var _ driver.Driver[pgx.Tx] = (*Driver)(nil)
 
@@ -55,15 +80,16 @@ func (d *Driver) Name() string { return "postgres" }
 // Pool returns the pool the driver was built on.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
-// InTx implements driver.Driver.
+// InTx implements driver.Driver. The transaction is bounded by
+// IdleInTransactionTimeout.
 func (d *Driver) InTx(ctx context.Context, fn func(context.Context, pgx.Tx, driver.Executor) error) error {
-	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, d.pool, d.begin, func(tx pgx.Tx) error {
 		return fn(ctx, tx, &executor{db: tx})
 	})
 }
 
 // Exec implements driver.Driver.
-func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool} }
+func (d *Driver) Exec() driver.Executor { return &executor{db: d.pool, begin: d.begin} }
 
 // UnwrapExecutor implements driver.Driver.
 func (d *Driver) UnwrapExecutor(tx pgx.Tx) driver.Executor { return &executor{db: tx} }
@@ -136,7 +162,7 @@ func (l *migrations) migrate(ctx context.Context, pool *pgxpool.Pool) (*driver.M
 // inTx runs a migration step in a transaction of the pool's.
 func (l *migrations) inTx(ctx context.Context, pool *pgxpool.Pool) func(func(migrate.Tx) error) error {
 	return func(fn func(migrate.Tx) error) error {
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(versionTable{l, tx}) })
+		return pgx.BeginTxFunc(ctx, pool, beginBounded(IdleInTransactionTimeout), func(tx pgx.Tx) error { return fn(versionTable{l, tx}) })
 	}
 }
 

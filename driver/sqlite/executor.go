@@ -64,9 +64,13 @@ func (e *executor) inNewTx(ctx context.Context, fn func(tx *sql.Tx) error) error
 	}
 	defer e.gate.leave()
 	tx, err := e.db.BeginTx(ctx, nil)
+	if isBusy(err) {
+		return busyError(fmt.Sprintf("waited %s to begin a write", e.busy), err)
+	}
 	if err != nil {
 		return err
 	}
+	e.gate.begun()
 	defer tx.Rollback() // after Commit, a no-op
 	if err := fn(tx); err != nil {
 		return err

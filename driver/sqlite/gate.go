@@ -21,6 +21,10 @@ import (
 // busy handler is left to arbitrate between processes only.
 type writeGate struct {
 	mu sync.Mutex
+	// beginning says the writer holding the gate has not begun its
+	// transaction yet: it waits for the file's write lock, which another
+	// connection holds (see busyError).
+	beginning atomic.Bool
 	// onWait, set only by this package's tests, is called when a writer
 	// finds the gate taken and starts waiting.
 	onWait atomic.Pointer[func()]
@@ -54,10 +58,14 @@ func gateFor(path string) *writeGate {
 
 // enter waits for the gate until ctx ends or timeout passes. The timeout (the
 // busy timeout) turns a writer that waits on itself — a client write called
-// from inside that client's own open transaction — into an error instead of a
-// hang, as SQLite's own busy timeout would.
+// from inside one of that client's transactions (an eligibility rule, a
+// hook) — into an error instead of a hang, as SQLite's own busy timeout
+// would; and a writer queued behind one that waits for another process's
+// lock into the same error that writer gets. Whoever enters has not begun
+// its transaction yet (begun says when it has).
 func (g *writeGate) enter(ctx context.Context, timeout time.Duration) error {
 	if g.mu.TryLock() {
+		g.beginning.Store(true)
 		return nil
 	}
 	if f := g.onWait.Load(); f != nil {
@@ -66,6 +74,7 @@ func (g *writeGate) enter(ctx context.Context, timeout time.Duration) error {
 	acquired := make(chan struct{})
 	go func() {
 		g.mu.Lock()
+		g.beginning.Store(true)
 		close(acquired)
 	}()
 	t := time.NewTimer(timeout)
@@ -75,12 +84,37 @@ func (g *writeGate) enter(ctx context.Context, timeout time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		err := ctx.Err()
-		go func() { <-acquired; g.mu.Unlock() }() // hand it on when it comes
+		go func() { <-acquired; g.leave() }() // hand it on when it comes
 		return err
 	case <-t.C:
-		go func() { <-acquired; g.mu.Unlock() }()
-		return fmt.Errorf("sqlite: waited %s for this process's write turn on the database (is a client write called inside one of your own open transactions?): %w", timeout, ErrBusy)
+		go func() { <-acquired; g.leave() }()
+		if g.beginning.Load() {
+			return busyError(fmt.Sprintf("waited %s for this process's turn to write, behind a write that waits for the database's write lock", timeout), nil)
+		}
+		return fmt.Errorf("sqlite: waited %s for this process's turn to write, behind a transaction of this process that has held the database's write lock as long (is a client write called inside one of its own transactions: an eligibility rule, a hook?): %w", timeout, ErrBusy)
 	}
 }
 
-func (g *writeGate) leave() { g.mu.Unlock() }
+// begun tells the gate its holder has begun its transaction: it holds the
+// file's write lock now.
+func (g *writeGate) begun() { g.beginning.Store(false) }
+
+func (g *writeGate) leave() {
+	g.beginning.Store(false)
+	g.mu.Unlock()
+}
+
+// busyError is a write that waited past the busy timeout for the database's
+// write lock, held by another connection. Not this process's writers (they
+// queue at the gate, and its own transactions never wait for the lock they
+// hold): another process — one stopped (SIGSTOP) or stalled inside a write
+// transaction holds it until it goes on — or a transaction of the caller's
+// own on the file, begun outside the driver, inside which a client write
+// was called. cause is SQLite's error, or nil.
+func busyError(what string, cause error) error {
+	const hint = "another connection holds the database's write lock: another process (one stopped or stalled inside a transaction holds it until it goes on), or a transaction of your own on this file inside which a client write was called"
+	if cause != nil {
+		return fmt.Errorf("sqlite: %s: %s: %w (%w)", what, hint, ErrBusy, cause)
+	}
+	return fmt.Errorf("sqlite: %s: %s: %w", what, hint, ErrBusy)
+}

@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver/sqlite"
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // TestWritersOfOneProcessTakeTurns: eight writers of one process, on two
@@ -54,5 +57,64 @@ func TestWritersOfOneProcessTakeTurns(t *testing.T) {
 	wg.Wait()
 	if n := fails.Load(); n > 0 {
 		t.Fatalf("%d writes failed waiting for the lock; first: %v", n, first.Load())
+	}
+}
+
+// TestBusyNamesAnotherProcess: another process stopped inside a write
+// transaction (SIGSTOP) holds the database's write lock, and this
+// process's writers wait for it: one in SQLite's busy handler, the others
+// queued at the process's write gate behind it. Each fails after the busy
+// timeout with ErrBusy (a 503 over HTTP), and the error says that another
+// connection — another process — holds the lock: not that the caller's own
+// transaction does, which is all the queued writers' error used to say.
+func TestBusyNamesAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path, _ := migrated(t)
+	drv := open(t, path, &sqlite.Options{BusyTimeout: 2 * time.Second})
+	client, err := oncepush.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := rawDB(t, path).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil { // the stopped process
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+
+	var queued enginetest.Counter
+	sqlite.OnGateWait(drv, queued.Add)
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			_, err := client.RegisterDevice(ctx, oncepush.Device{
+				Recipient: fmt.Sprintf("w%d", i), Transport: oncepush.TransportFCM, Token: oncepush.Token(fmt.Sprintf("tok-busy-%d", i)),
+			})
+			errs <- err
+		}()
+		if i > 0 && !queued.Wait(ctx, i) { // the others queue behind the first
+			t.Fatalf("writer %d never queued at the gate", i)
+		}
+	}
+	atTheGate := false
+	for range 3 {
+		err := <-errs
+		if !errors.Is(err, sqlite.ErrBusy) || !drv.Unavailable(err) {
+			t.Errorf("a write behind another process's lock: %v; want ErrBusy, unavailable", err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "another process") {
+			t.Errorf("the error does not say another process may hold the lock: %v", err)
+		}
+		// The third waited out its busy timeout at the gate, while the
+		// second waited in SQLite's busy handler.
+		atTheGate = atTheGate || strings.Contains(err.Error(), "turn to write")
+	}
+	if !atTheGate {
+		t.Error("no writer timed out at the gate: the test did not reach the moment it names")
 	}
 }

@@ -69,6 +69,12 @@ type Hooks struct {
 	// or more sends, once its statements have run, just before COMMIT, with
 	// the number of sends in it. Hooks of the leader's context.
 	OnGroupCommitting func(members int)
+	// OnSendRetrying is called when the database aborted the write of a
+	// group of sends, or of a send written alone, to break a deadlock or for
+	// a serialization failure (driver.ConflictDetector), before the write is
+	// tried again: try is the try that failed (1 = the first). Hooks of the
+	// leader's context.
+	OnSendRetrying func(try int, err error)
 	// OnCampaignLocking is called just before a campaign operation (start,
 	// cancel, an expansion step, …) begins the transaction in which it
 	// locks the campaign's row (on SQLite, BEGIN is where it waits for
@@ -180,6 +186,13 @@ func (h *Hooks) GroupTaking() {
 func (h *Hooks) GroupCommitting(members int) {
 	if h != nil && h.OnGroupCommitting != nil {
 		h.OnGroupCommitting(members)
+	}
+}
+
+// SendRetrying calls OnSendRetrying if set.
+func (h *Hooks) SendRetrying(try int, err error) {
+	if h != nil && h.OnSendRetrying != nil {
+		h.OnSendRetrying(try, err)
 	}
 }
 

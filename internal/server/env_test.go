@@ -92,6 +92,8 @@ type envOptions struct {
 	config     func(*oncepush.Config) // adjusts the client's configuration
 	// sqliteBusyTimeout replaces the SQLite driver's busy timeout.
 	sqliteBusyTimeout time.Duration
+	// keyCacheTTL is server.Options.KeyCacheTTL.
+	keyCacheTTL time.Duration
 	// separateMetrics and backlogMax are server.Options.SeparateMetrics and
 	// BacklogCountMax.
 	separateMetrics bool
@@ -137,6 +139,9 @@ type env struct {
 	outage func()
 	// restore ends a PostgreSQL outage; nil on SQLite.
 	restore func()
+	// outageConns says how many connections the last PostgreSQL outage
+	// killed, and how many statements failed on them since; nil on SQLite.
+	outageConns func() (killed int, met int32)
 	// sqlitePath is the SQLite file ("" on PostgreSQL).
 	sqlitePath string
 	// dbWords are the words of the database's own errors (user, database,
@@ -203,6 +208,7 @@ func newEnv(t *testing.T, db string, o envOptions) *env {
 		pool := out.pool
 		e.closeDB = pool.Close // idempotent
 		e.outage, e.restore = out.begin, out.end
+		e.outageConns = func() (int, int32) { return out.killed, out.met.Load() }
 		cc := pool.Config().ConnConfig
 		e.dbWords = []string{cc.User, cc.Database, cc.Host, strconv.Itoa(int(cc.Port)), cc.RuntimeParams["search_path"]}
 		e.count = countWith(t, func(q string) pgx.Row { return pool.QueryRow(context.Background(), q) })
@@ -274,6 +280,7 @@ func build[TTx any](e *env, drv driver.Driver[TTx], store serverstore.Store[TTx]
 	srv, err := server.New(server.Options[TTx]{
 		Client: client, Store: store, Metrics: metrics, Logger: log, MaxBodyBytes: o.maxBody, Version: "test", AccessLog: o.accessLog,
 		SeparateMetrics: o.separateMetrics, BacklogCountMax: o.backlogMax, MaxBacklogAge: o.maxBacklogAge,
+		KeyCacheTTL: o.keyCacheTTL,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
@@ -406,6 +413,15 @@ func (e *env) do(method, path, key string, body any, header ...string) *reply {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	return r
+}
+
+// doLogged is do, also returning what the server logged meanwhile: the
+// cause of an answer that is not the one expected.
+func (e *env) doLogged(method, path, key string, body any) (*reply, string) {
+	e.t.Helper()
+	before := len(e.logs.Bytes())
+	r := e.do(method, path, key, body)
+	return r, string(e.logs.Bytes()[before:])
 }
 
 // request is do for goroutines other than the test's: it returns its error.
