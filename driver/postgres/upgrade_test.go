@@ -30,7 +30,18 @@ var oldServerMigration string
 // TestUpgradeKeepsServerRows: see upgradetest.Harness.Run.
 func TestUpgradeKeepsServerRows(t *testing.T) {
 	t.Parallel()
-	upgradetest.Harness[pgx.Tx, *Driver]{
+	upgradeHarness().Run(t)
+}
+
+// TestUpgradeMidCampaign: see upgradetest.Harness.RunMidCampaign.
+func TestUpgradeMidCampaign(t *testing.T) {
+	t.Parallel()
+	upgradeHarness().RunMidCampaign(t)
+}
+
+// upgradeHarness is the PostgreSQL driver's part of the upgrade tests.
+func upgradeHarness() upgradetest.Harness[pgx.Tx, *Driver] {
+	return upgradetest.Harness[pgx.Tx, *Driver]{
 		Engine: engineMigrations.Files, EngineDir: engineMigrations.Dir, OldServer: oldServerMigration,
 		Empty: func(t *testing.T) *Driver { return New(testdb.Pool(t, testdb.Schema(t), 4)) },
 		InEngineTx: func(ctx context.Context, drv *Driver) func(func(migrate.Tx) error) error {
@@ -38,7 +49,47 @@ func TestUpgradeKeepsServerRows(t *testing.T) {
 		},
 		InsertOldRows: insertOldRows,
 		Schema:        func(t *testing.T, drv *Driver) []string { return schemaOf(t, drv.Pool()) },
-	}.Run(t)
+		Time:          func(at time.Time) string { return "'" + at.Format(time.RFC3339Nano) + "'::timestamptz" },
+		Blob:          func(hex string) string { return `'\x` + hex + "'::bytea" },
+		Exec: func(t *testing.T, drv *Driver, text string) error {
+			// Statements sent together, with no arguments, run in one
+			// implicit transaction.
+			_, err := drv.Pool().Exec(t.Context(), text)
+			return err
+		},
+		Try: func(t *testing.T, drv *Driver, text string) error {
+			tx, err := drv.Pool().Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }()
+			_, err = tx.Exec(t.Context(), text)
+			return err
+		},
+		Rows: rowsOf,
+	}
+}
+
+// rowsOf is upgradetest.Harness.Rows.
+func rowsOf(t *testing.T, drv *Driver, text string) []string {
+	t.Helper()
+	rows, err := drv.Pool().Query(t.Context(), text)
+	if err != nil {
+		t.Fatalf("%s: %v", text, err)
+	}
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		vals, err := r.Values()
+		line := make([]string, len(vals))
+		for i, v := range vals {
+			line[i] = fmt.Sprint(v)
+		}
+		return strings.Join(line, " | "), err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", text, err)
+	}
+	slices.Sort(lines)
+	return lines
 }
 
 // insertOldRows is upgradetest.Harness.InsertOldRows.

@@ -4,11 +4,16 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/driver/internal/upgradetest"
 )
@@ -26,7 +31,12 @@ var oldServerMigration string
 // TestUpgradeKeepsServerRows: see upgradetest.Harness.Run.
 func TestUpgradeKeepsServerRows(t *testing.T) {
 	t.Parallel()
-	upgradetest.Harness[*sql.Tx, *Driver]{
+	upgradeHarness().Run(t)
+}
+
+// upgradeHarness is the SQLite driver's part of the upgrade tests.
+func upgradeHarness() upgradetest.Harness[*sql.Tx, *Driver] {
+	return upgradetest.Harness[*sql.Tx, *Driver]{
 		Engine: engineMigrations.Files, EngineDir: engineMigrations.Dir, OldServer: oldServerMigration,
 		Empty: func(t *testing.T) *Driver {
 			drv, err := Open(t.Context(), filepath.Join(t.TempDir(), "test.db"), nil)
@@ -41,7 +51,95 @@ func TestUpgradeKeepsServerRows(t *testing.T) {
 		},
 		InsertOldRows: insertOldRows,
 		Schema:        schemaOf,
-	}.Run(t)
+		Time:          func(at time.Time) string { return strconv.FormatInt(at.UnixMicro(), 10) },
+		Blob:          func(hex string) string { return "x'" + hex + "'" },
+		Exec: func(t *testing.T, drv *Driver, text string) error {
+			return drv.InTx(t.Context(), func(ctx context.Context, tx *sql.Tx, _ driver.Executor) error {
+				_, err := tx.ExecContext(ctx, text)
+				return err
+			})
+		},
+		Try: func(t *testing.T, drv *Driver, text string) error {
+			rollback := errors.New("rolled back")
+			err := drv.InTx(t.Context(), func(ctx context.Context, tx *sql.Tx, _ driver.Executor) error {
+				if _, err := tx.ExecContext(ctx, text); err != nil {
+					return err
+				}
+				return rollback
+			})
+			if errors.Is(err, rollback) {
+				return nil
+			}
+			return err
+		},
+		Rows:      rowsOf,
+		CheckFile: checkFile,
+	}
+}
+
+// rowsOf is upgradetest.Harness.Rows.
+func rowsOf(t *testing.T, drv *Driver, text string) []string {
+	t.Helper()
+	rows, err := drv.DB().QueryContext(t.Context(), text)
+	if err != nil {
+		t.Fatalf("%s: %v", text, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		line := make([]string, len(vals))
+		for i, v := range vals {
+			line[i] = fmt.Sprint(v)
+		}
+		out = append(out, strings.Join(line, " | "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkFile is upgradetest.Harness.CheckFile: migration 9 rebuilt
+// oncepush_device_attempt (a CHECK cannot change in place), which drops
+// the table's triggers and indexes with it. The file is consistent, every
+// foreign key holds, and the rebuilt table has its primary key's index and
+// its two tally triggers back.
+func checkFile(t *testing.T, drv *Driver) {
+	t.Helper()
+	if got := rowsOf(t, drv, `PRAGMA integrity_check`); !slices.Equal(got, []string{"ok"}) {
+		t.Errorf("integrity_check after the upgrade: %v", got)
+	}
+	if got := rowsOf(t, drv, `PRAGMA foreign_key_check`); len(got) != 0 {
+		t.Errorf("foreign_key_check after the upgrade: %v", got)
+	}
+	if got := rowsOf(t, drv, `SELECT name, origin, "unique", partial FROM pragma_index_list('oncepush_device_attempt')`); !slices.Equal(got, []string{"sqlite_autoindex_oncepush_device_attempt_1 | pk | 1 | 0"}) {
+		t.Errorf("oncepush_device_attempt's indexes after the upgrade: %v", got)
+	}
+	if got := rowsOf(t, drv, `SELECT "table", "from", "to", on_delete FROM pragma_foreign_key_list('oncepush_device_attempt')`); !slices.Equal(got, []string{"oncepush_delivery | delivery_id | id | CASCADE"}) {
+		t.Errorf("oncepush_device_attempt's foreign keys after the upgrade: %v", got)
+	}
+	if got := rowsOf(t, drv, `SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'oncepush_device_attempt'`); !slices.Equal(got, []string{"oncepush_tally_attempt_insert", "oncepush_tally_attempt_update"}) {
+		t.Errorf("oncepush_device_attempt's triggers after the upgrade: %v", got)
+	}
+}
+
+// TestUpgradeMidCampaign: see upgradetest.Harness.RunMidCampaign.
+func TestUpgradeMidCampaign(t *testing.T) {
+	t.Parallel()
+	upgradeHarness().RunMidCampaign(t)
 }
 
 // insertOldRows is upgradetest.Harness.InsertOldRows (times in

@@ -60,6 +60,24 @@ type Harness[TTx any, D serverstore.Driver[TTx]] struct {
 	// Schema describes the database's tables, columns, constraints and
 	// indexes, one line each, sorted.
 	Schema func(t *testing.T, drv D) []string
+
+	// What RunMidCampaign writes and reads in the driver's dialect.
+	//
+	// Time is t as a literal of a time column; Blob the bytes of hex as a
+	// literal of a bytes column.
+	Time func(t time.Time) string
+	Blob func(hex string) string
+	// Exec runs statements, one transaction for all of them.
+	Exec func(t *testing.T, drv D, sql string) error
+	// Try runs statements in a transaction it then rolls back, and returns
+	// the first error.
+	Try func(t *testing.T, drv D, sql string) error
+	// Rows returns the query's rows, each its values formatted with
+	// fmt.Sprint (NULL as <nil>) and joined by " | ", sorted.
+	Rows func(t *testing.T, drv D, query string) []string
+	// CheckFile, when set, checks what only the driver can: its storage's
+	// own consistency after the upgrade.
+	CheckFile func(t *testing.T, drv D)
 }
 
 // MigrateAll applies this build's engine migrations, then the server's, as

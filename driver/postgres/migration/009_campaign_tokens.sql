@@ -71,12 +71,19 @@ BEGIN
 END $$;
 
 -- Campaigns already under way: each token a campaign delivery has
--- submitted to is that delivery's (an accepted one first), free if that
--- submission was answered "retry later" or never left.
+-- submitted to is held by the delivery whose submission reached it (an
+-- accepted one first) or may have (in flight, ambiguous) or was settled
+-- (invalid, rejected), and only when every submission to it was answered
+-- "retry later" or never left by one of those, free. A token that moved
+-- between batches was submitted by several deliveries: a free holder
+-- chosen over one that may have reached the device would let the next
+-- delivery of the campaign take the token over and send it again.
 INSERT INTO oncepush_campaign_token (message_id, transport, token_key, delivery_id, free)
 SELECT DISTINCT ON (d.message_id, a.transport, a.token_key)
        d.message_id, a.transport, a.token_key, a.delivery_id, a.state IN ('retry', 'pending')
 FROM oncepush_device_attempt a
      JOIN oncepush_delivery d ON d.id = a.delivery_id
 WHERE d.campaign AND a.submissions > 0
-ORDER BY d.message_id, a.transport, a.token_key, a.state = 'accepted' DESC, a.delivery_id;
+ORDER BY d.message_id, a.transport, a.token_key,
+         CASE WHEN a.state = 'accepted' THEN 0 WHEN a.state IN ('retry', 'pending') THEN 2 ELSE 1 END,
+         a.delivery_id;

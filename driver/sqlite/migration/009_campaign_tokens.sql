@@ -70,12 +70,22 @@ BEGIN
 END;
 
 -- Campaigns already under way: each token a campaign delivery has
--- submitted to is that delivery's (an accepted one first), free if that
--- submission was answered "retry later" or never left.
+-- submitted to is held by the delivery whose submission reached it (an
+-- accepted one first) or may have (in flight, ambiguous) or was settled
+-- (invalid, rejected), and only when every submission to it was answered
+-- "retry later" or never left by one of those, free (see driver/postgres's
+-- 009_campaign_tokens.sql for why the order matters).
 INSERT INTO oncepush_campaign_token (message_id, transport, token_key, delivery_id, free)
-SELECT d.message_id, a.transport, a.token_key, a.delivery_id, a.state IN ('retry', 'pending')
-FROM oncepush_device_attempt a
-     JOIN oncepush_delivery d ON d.id = a.delivery_id
-WHERE d.campaign = 1 AND a.submissions > 0
-ORDER BY a.state = 'accepted' DESC, a.delivery_id
-ON CONFLICT DO NOTHING;
+SELECT message_id, transport, token_key, delivery_id, free
+FROM (
+    SELECT d.message_id, a.transport, a.token_key, a.delivery_id, a.state IN ('retry', 'pending') AS free,
+           row_number() OVER (
+               PARTITION BY d.message_id, a.transport, a.token_key
+               ORDER BY CASE WHEN a.state = 'accepted' THEN 0 WHEN a.state IN ('retry', 'pending') THEN 2 ELSE 1 END,
+                        a.delivery_id
+           ) AS pick
+    FROM oncepush_device_attempt a
+         JOIN oncepush_delivery d ON d.id = a.delivery_id
+    WHERE d.campaign = 1 AND a.submissions > 0
+)
+WHERE pick = 1;
