@@ -159,8 +159,13 @@ func (p *recordPlan) recordPair(d *delivery, pr *pair, e *deliveryEffect) {
 }
 
 // free gives back a campaign pair's token in its campaign: this submission
-// did not reach the device.
+// did not reach the device. A pair with an earlier submission that may have
+// (its answer lost, or accepted and then sent again) keeps the token: another
+// recipient's delivery taking it over could reach the device a second time.
 func (p *recordPlan) free(d *delivery, pr *pair) {
+	if pr.prev != nil && mayHaveReached(pr.prev) {
+		return
+	}
 	if d.row.Campaign {
 		p.freed = append(p.freed, driver.CampaignTokenKey{MessageID: d.row.MessageID, Transport: string(pr.dev.Transport), TokenKey: pr.tokenKey, DeliveryID: d.row.ID})
 	}
@@ -290,4 +295,15 @@ func replaceFoldASCII(s, old, new string) string {
 	}
 	b.WriteString(s)
 	return b.String()
+}
+
+// mayHaveReached tells whether a ledger row shows a submission that may have
+// reached the device: accepted, an answer lost (now or ever), or a mark whose
+// run never recorded.
+func mayHaveReached(a *driver.DeviceAttempt) bool {
+	switch a.State {
+	case driver.AttemptAccepted, driver.AttemptAmbiguous, driver.AttemptSending:
+		return true
+	}
+	return a.Ambiguous > 0
 }

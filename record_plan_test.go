@@ -344,6 +344,25 @@ func TestPlanRecordCampaignTokens(t *testing.T) {
 		t.Fatalf("freed %q, want %q", got, want)
 	}
 
+	// A pair whose earlier submission may have reached the device (it was
+	// ambiguous, or accepted and sent again) keeps the token, whatever this
+	// try says: a "later" now does not undo what the lost answer may have
+	// delivered, and another recipient's delivery must not take it over.
+	wasLost := &driver.DeviceAttempt{State: driver.AttemptAmbiguous, Submissions: 1, Ambiguous: 1}
+	retriedAfterLost := answered(51, TransportFCM, busy)
+	retriedAfterLost.prev = wasLost
+	neverLeftAfterLost := unsent(52, true, true, 0, wasLost)
+	busyAfterBusy := answered(53, TransportFCM, busy)
+	busyAfterBusy.prev = &driver.DeviceAttempt{State: driver.AttemptRetry, Submissions: 1}
+	p = planRecord([]*delivery{campaign(recDelivery(5, AmbiguityResend, 0, retriedAfterLost, neverLeftAfterLost, busyAfterBusy))}, rules)
+	freed = freed[:0]
+	for _, k := range p.freed {
+		freed = append(freed, fmt.Sprintf("%s@%d", k.TokenKey, k.DeliveryID))
+	}
+	if got, want := strings.Join(freed, " "), "t53@5"; got != want {
+		t.Fatalf("after an ambiguous submission: freed %q, want %q (only the pair whose every submission was refused)", got, want)
+	}
+
 	dup := answered(41, TransportFCM, Result{})
 	dup.marked, dup.started, dup.duplicate = false, false, true
 	p = planRecord([]*delivery{campaign(recDelivery(4, AmbiguityResend, 0, dup))}, rules)
