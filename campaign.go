@@ -819,15 +819,17 @@ func (c *Client[TTx]) changeCampaign(ctx context.Context, id int64, op string,
 ) (*Campaign, error) {
 	var row *driver.Campaign
 	enginetest.From(ctx).CampaignLocking(id)
-	err := c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
-		var err error
-		if row, err = c.lockCampaign(ctx, ex, id); err != nil {
-			return err
-		}
-		if err := change(ctx, ex, row); err != nil {
-			return err
-		}
-		return ex.CampaignSave(ctx, row, c.now())
+	err := c.againOnConflict(ctx, op+" campaign", func() error {
+		return c.driver.InTx(ctx, func(ctx context.Context, _ TTx, ex driver.Executor) error {
+			var err error
+			if row, err = c.lockCampaign(ctx, ex, id); err != nil {
+				return err
+			}
+			if err := change(ctx, ex, row); err != nil {
+				return err
+			}
+			return ex.CampaignSave(ctx, row, c.now())
+		})
 	})
 	if err != nil {
 		return nil, c.campaignErr(op+" campaign", err)

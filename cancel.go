@@ -46,7 +46,11 @@ func (e *CampaignMessageError) Is(target error) bool { return target == ErrCampa
 // campaign would go on writing deliveries of it, so CancelCampaign is what
 // stops it (D100). See docs/architecture.md, "Cancel".
 func (c *Client[TTx]) CancelMessage(ctx context.Context, id int64) (CancelResult, error) {
-	res, err := c.driver.Exec().MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: id})
+	var res *driver.MessageCancelResult
+	err := c.againOnConflict(ctx, "cancel message", func() (err error) {
+		res, err = c.driver.Exec().MessageCancel(ctx, &driver.MessageCancelParams{Now: c.now(), MessageID: id})
+		return err
+	})
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("oncepush: cancel message %d: %w", id, err)
 	}

@@ -251,8 +251,7 @@ func (c *clientCore) write(ctx context.Context, ex driver.Executor, p *prepared,
 
 // insertParams is the driver's view of a prepared send. The recipients go
 // in byte order, the order in which every send takes the locks of its
-// deliveries' (recipient, dedup key) (docs/architecture.md, "Lock order of
-// sends"); p keeps the caller's order, which the request's hash is over.
+// deliveries' (recipient, dedup key) (docs/architecture.md, "Lock order"); p keeps the caller's order, which the request's hash is over.
 func (c *clientCore) insertParams(p *prepared, msg *Message, opts *SendOptions) *driver.MessageInsertParams {
 	var scheduled *time.Time
 	if !opts.ScheduledAt.IsZero() {
@@ -312,7 +311,12 @@ func (c *clientCore) queued(ctx context.Context, p *prepared, res SendResult) {
 // devices. A device bound to a revoked session is refused with ErrSessionRevoked.
 // The returned Device holds the token in canonical form.
 func (c *Client[TTx]) RegisterDevice(ctx context.Context, d Device) (*Device, error) {
-	return c.registerDevice(ctx, c.driver.Exec(), d)
+	var dev *Device
+	err := c.againOnConflict(ctx, "register device", func() (err error) {
+		dev, err = c.registerDevice(ctx, c.driver.Exec(), d)
+		return err
+	})
+	return dev, err
 }
 
 // RegisterDeviceTx is RegisterDevice inside the caller's transaction.
@@ -451,23 +455,25 @@ func (c *Client[TTx]) DeleteRecipient(ctx context.Context, recipient string) err
 	if err := validateRecipient("recipient", recipient); err != nil {
 		return err
 	}
-	err := c.driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
-		res, err := ex.RecipientDelete(ctx, recipient)
-		if err != nil {
-			return err
-		}
-		if _, _, err := freeHeld(ctx, ex, &res.Deliveries); err != nil {
-			return err
-		}
-		// After the engine's rows, so that the engine's own locks (messages
-		// before records) are always taken in the same order.
-		hctx := context.WithValue(ctx, recipientDeleteTxKey{}, tx)
-		for i, del := range c.cfg.RecipientDeleters {
-			if err := del(hctx, recipient); err != nil {
-				return fmt.Errorf("Config.RecipientDeleters[%d]: %w", i, err)
+	err := c.againOnConflict(ctx, "delete recipient", func() error {
+		return c.driver.InTx(ctx, func(ctx context.Context, tx TTx, ex driver.Executor) error {
+			res, err := ex.RecipientDelete(ctx, recipient)
+			if err != nil {
+				return err
 			}
-		}
-		return nil
+			if _, _, err := freeHeld(ctx, ex, &res.Deliveries); err != nil {
+				return err
+			}
+			// After the engine's rows, so that the engine's own locks (messages
+			// before records) are always taken in the same order.
+			hctx := context.WithValue(ctx, recipientDeleteTxKey{}, tx)
+			for i, del := range c.cfg.RecipientDeleters {
+				if err := del(hctx, recipient); err != nil {
+					return fmt.Errorf("Config.RecipientDeleters[%d]: %w", i, err)
+				}
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("oncepush: delete recipient: %w", err)

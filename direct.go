@@ -203,7 +203,7 @@ func (c *clientCore) prepareDirect(devices []DeviceAddress, msg *Message, opts *
 // devices are registered in (transport, token key) order, whatever the
 // caller's: two sends to the same new tokens listed in opposite orders
 // would otherwise each hold the registration the other waits for
-// (docs/architecture.md, "Lock order of sends").
+// (docs/architecture.md, "Lock order").
 func (c *clientCore) writeDirect(ctx context.Context, ex driver.Executor, ds []directDevice, p *prepared, msg *Message, opts *SendOptions) (SendResult, error) {
 	// A retry of a recorded request answers as the first did, before any
 	// registration: a token registered to a recipient since the first send

@@ -249,8 +249,7 @@ func (c *Client[TTx]) writeGroup(ctx context.Context, group []*groupMember) {
 
 // conflictTries bounds the writes of a group (or of a send alone) that the
 // database aborted for a deadlock or a serialization failure. With every
-// send's locks taken in one order (docs/architecture.md, "Lock order of
-// sends") a group meets such an abort only with writers that lock in
+// send's locks taken in one order (docs/architecture.md, "Lock order") a group meets such an abort only with writers that lock in
 // another order (a caller's own transaction); one try more then normally
 // succeeds, since the database let the other writer go on.
 const conflictTries = 10
@@ -260,6 +259,25 @@ const conflictTries = 10
 // step.
 func conflictPause(try int) time.Duration {
 	return backoff.Delay(try, 5*time.Millisecond, 200*time.Millisecond, nil)
+}
+
+// againOnConflict runs write, a statement or a transaction of the engine's
+// own, again when the database aborted it to break a deadlock or for a
+// serialization failure (it wrote nothing), up to conflictTries times; the
+// caller sees the abort only after the last. Never for a write inside a
+// caller's transaction, which the abort ended: that one is the caller's to
+// run again.
+func (c *clientCore) againOnConflict(ctx context.Context, op string, write func() error) error {
+	for try := 1; ; try++ {
+		err := write()
+		if err == nil || !c.conflict(err) || try == conflictTries {
+			return err
+		}
+		enginetest.From(ctx).WriteRetrying(op, try, err)
+		if !pause(ctx, conflictPause(try)) {
+			return err
+		}
+	}
 }
 
 // pause waits d, or until ctx ends, and reports whether it waited d.

@@ -148,6 +148,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"GroupLeftWhenCanceled", testGroupLeftWhenCanceled[TTx]},
 		{"SendGroupsAtOnce", testSendGroupsAtOnce[TTx]},
 		{"GroupRetriedAfterConflict", testGroupRetriedAfterConflict[TTx]},
+		{"EngineWritesAgainAfterConflict", testEngineWritesAgainAfterConflict[TTx]},
 	})
 	runParallel(t, h, campaignTests[TTx]())
 	runParallel(t, h, campaignTotalsTests[TTx]())

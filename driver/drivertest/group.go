@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/driver"
@@ -552,4 +553,76 @@ func testGroupRetriedAfterConflict[TTx any](t *testing.T, h Harness[TTx]) {
 	if ds := b.deliveries("never"); len(ds) != 0 {
 		t.Fatalf("a send aborted every time wrote %d deliveries", len(ds))
 	}
+}
+
+func (e conflictingExec) MessageCancel(ctx context.Context, p *driver.MessageCancelParams) (*driver.MessageCancelResult, error) {
+	if e.aborts() {
+		return nil, fmt.Errorf("cancel: %w", errConflict)
+	}
+	return e.Executor.MessageCancel(ctx, p)
+}
+
+func (e conflictingExec) DeviceRegister(ctx context.Context, p *driver.DeviceRegisterParams) (*driver.Device, error) {
+	if e.aborts() {
+		return nil, fmt.Errorf("register: %w", errConflict)
+	}
+	return e.Executor.DeviceRegister(ctx, p)
+}
+
+// testEngineWritesAgainAfterConflict: the engine's other writes of its own —
+// a registration, a cancel, a campaign's change, a recipient's deletion —
+// are written again when the database aborts them for a deadlock or a
+// serialization failure, never answered with the abort while a try is left.
+func testEngineWritesAgainAfterConflict[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, nil)
+	d := &conflicting[TTx]{Driver: b.db.Driver(t, 0)}
+	client := b.newClient(d, nil)
+	var mu sync.Mutex
+	retried := map[string]int{}
+	ctx := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnWriteRetrying: func(op string, _ int, err error) {
+		if !errors.Is(err, errConflict) {
+			t.Errorf("%s retried after %v, not after the abort", op, err)
+		}
+		mu.Lock()
+		retried[op]++
+		mu.Unlock()
+	}})
+	count := func(op string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return retried[op]
+	}
+
+	d.abort.Store(2)
+	dev, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, "r1")})
+	if err != nil || count("register device") != 2 {
+		t.Fatalf("a registration aborted twice: %v, %v, retried %d times; want registered after 2 retries", dev, err, count("register device"))
+	}
+
+	res := b.send([]string{"r1"}, msg("to cancel"), &oncepush.SendOptions{ScheduledAt: b.clock.Now().Add(time.Hour)})
+	d.abort.Store(1)
+	if got, err := client.CancelMessage(ctx, res.MessageID); err != nil || got.Canceled != 1 || count("cancel message") != 1 {
+		t.Fatalf("a cancel aborted once: %+v, %v, retried %d times; want 1 canceled after 1 retry", got, err, count("cancel message"))
+	}
+
+	c := b.createCampaign(campaignSpec("to cancel"))
+	d.abort.Store(1)
+	if got, err := client.CancelCampaign(ctx, c.ID); err != nil || got.Status != oncepush.CampaignCanceled || count("cancel campaign") != 1 {
+		t.Fatalf("a campaign's cancel aborted once: %+v, %v, retried %d times; want canceled after 1 retry", got, err, count("cancel campaign"))
+	}
+
+	d.abort.Store(1)
+	if err := client.DeleteRecipient(ctx, "r1"); err != nil || count("delete recipient") != 1 {
+		t.Fatalf("a recipient's deletion aborted once: %v, retried %d times; want deleted after 1 retry", err, count("delete recipient"))
+	}
+	if ds := b.deliveries("r1"); len(ds) != 0 {
+		t.Fatalf("the deleted recipient still has %d deliveries", len(ds))
+	}
+
+	// Aborted every time: the abort, after the last try.
+	d.abort.Store(1000)
+	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r2", Transport: oncepush.TransportFCM, Token: tokenFor(oncepush.TransportFCM, "r2")}); !errors.Is(err, errConflict) {
+		t.Fatalf("a registration aborted every time: %v, want the abort", err)
+	}
+	d.abort.Store(0)
 }

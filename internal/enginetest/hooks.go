@@ -75,6 +75,10 @@ type Hooks struct {
 	// tried again: try is the try that failed (1 = the first). Hooks of the
 	// leader's context.
 	OnSendRetrying func(try int, err error)
+	// OnWriteRetrying is the same for the engine's other writes of its own
+	// (a cancel, a campaign change, a registration, a recipient's deletion),
+	// with op naming the write. Hooks of the caller's context.
+	OnWriteRetrying func(op string, try int, err error)
 	// OnCampaignLocking is called just before a campaign operation (start,
 	// cancel, an expansion step, …) begins the transaction in which it
 	// locks the campaign's row (on SQLite, BEGIN is where it waits for
@@ -193,6 +197,13 @@ func (h *Hooks) GroupCommitting(members int) {
 func (h *Hooks) SendRetrying(try int, err error) {
 	if h != nil && h.OnSendRetrying != nil {
 		h.OnSendRetrying(try, err)
+	}
+}
+
+// WriteRetrying calls OnWriteRetrying if set.
+func (h *Hooks) WriteRetrying(op string, try int, err error) {
+	if h != nil && h.OnWriteRetrying != nil {
+		h.OnWriteRetrying(op, try, err)
 	}
 }
 
