@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/fold"
 )
 
 // What the record writes, as a function of the providers' answers.
@@ -259,42 +260,10 @@ func printable(r rune) rune {
 func withoutToken(text string, p *pair) string {
 	for _, secret := range []string{string(p.dev.Token), p.tokenKey} {
 		if len(secret) >= 8 {
-			text = replaceFoldASCII(text, secret, MaskToken(string(p.dev.Token)))
+			text = fold.Replace(text, secret, MaskToken(string(p.dev.Token)))
 		}
 	}
 	return text
-}
-
-// replaceFoldASCII replaces every occurrence of old in s by new, ignoring
-// the case of ASCII letters. Lowering only ASCII bytes keeps every byte in
-// its place (strings.ToLower would not, for invalid UTF-8 and for some
-// letters), so what is found in the lowered text is cut from s itself.
-func replaceFoldASCII(s, old, new string) string {
-	lower := func(s string) string {
-		b := []byte(s)
-		for i, c := range b {
-			if c >= 'A' && c <= 'Z' {
-				b[i] = c + ('a' - 'A')
-			}
-		}
-		return string(b)
-	}
-	ls, lold := lower(s), lower(old)
-	if !strings.Contains(ls, lold) {
-		return s
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(ls, lold)
-		if i < 0 {
-			break
-		}
-		b.WriteString(s[:i])
-		b.WriteString(new)
-		s, ls = s[i+len(old):], ls[i+len(old):]
-	}
-	b.WriteString(s)
-	return b.String()
 }
 
 // mayHaveReached tells whether a ledger row shows a submission that may have

@@ -263,21 +263,6 @@ func TestStorableText(t *testing.T) {
 	}
 }
 
-func TestReplaceFoldASCII(t *testing.T) {
-	t.Parallel()
-	const tok = "0a1b2c3d4e5f"
-	for _, tc := range []struct{ in, want string }{
-		{"no token here", "no token here"},
-		{"at 0A1B2C3D4E5F and 0a1B2c3D4e5F.", "at X and X."},
-		{"\xff\xfe0A1b2c3d4e5f\xffé", "\xff\xfeX\xffé"},
-		{"0a1b2c3d4e5", "0a1b2c3d4e5"},
-	} {
-		if got := replaceFoldASCII(tc.in, tok, "X"); got != tc.want {
-			t.Errorf("replaceFoldASCII(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // The log's view of a record: one outcome per pair whose send started, in
 // the ledger's words and with the token masked; pairs that never left are
 // not among them.

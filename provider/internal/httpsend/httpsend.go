@@ -37,6 +37,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/fold"
 )
 
 // MaxBody is the most bytes of a provider's answer read; providers answer in
@@ -408,46 +409,9 @@ func Printable(text string) string {
 
 func redact(text string, forms []string) string {
 	for _, f := range forms {
-		text = replaceFold(text, f)
+		text = fold.Replace(text, f, Redacted)
 	}
 	return Printable(jwtShape.ReplaceAllString(text, Redacted))
-}
-
-// replaceFold replaces every occurrence of secret in text by Redacted,
-// ignoring the case of ASCII letters. A provider may echo a secret in
-// another case than it was sent: APNs reads hexadecimal device tokens in
-// either case, and JSON and URL escapes (\u003c, %2F) have two spellings.
-// Lowering only ASCII keeps every byte where it was, so the positions found
-// in the lowered text are the original's.
-func replaceFold(text, secret string) string {
-	lowText, lowSecret := lowerASCII(text), lowerASCII(secret)
-	if !strings.Contains(lowText, lowSecret) {
-		return text
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(lowText, lowSecret)
-		if i < 0 {
-			break
-		}
-		b.WriteString(text[:i])
-		b.WriteString(Redacted)
-		text, lowText = text[i+len(secret):], lowText[i+len(secret):]
-	}
-	b.WriteString(text)
-	return b.String()
-}
-
-// lowerASCII lowers the ASCII letters of s and leaves every other byte as
-// it is, invalid UTF-8 included (strings.ToLower would not).
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + ('a' - 'A')
-		}
-	}
-	return string(b)
 }
 
 // redactBytes takes the secrets out of an answer's body before anyone reads
@@ -457,7 +421,7 @@ func lowerASCII(s string) string {
 func redactBytes(b []byte, forms []string) []byte {
 	text := string(b)
 	for _, f := range forms {
-		text = replaceFold(text, f)
+		text = fold.Replace(text, f, Redacted)
 	}
 	return jwtShape.ReplaceAll([]byte(text), []byte(Redacted))
 }
