@@ -226,6 +226,19 @@ func (lc *lockOrderCase) settled(canceled, drained <-chan error) {
 	}
 }
 
+// sendsHeld drains the campaign with its three sends held at the provider
+// until release, and returns once the provider holds them all.
+func (lc *lockOrderCase) sendsHeld() (release func(), drained <-chan error) {
+	lc.t.Helper()
+	release = lc.fcm.Hold()
+	drained = lc.drain(&enginetest.Hooks{})
+	if !lc.fcm.WaitCount(lc.ctx, 3) {
+		release()
+		lc.t.Fatal("the sends never reached the provider")
+	}
+	return release, drained
+}
+
 // TestCampaignCancelAndRecordNeverDeadlock: a campaign's cancel and the
 // record of a batch of its deliveries, each reaching the deliveries while
 // the other holds some, in both orders; and the mark before the sends.
@@ -235,12 +248,8 @@ func TestCampaignCancelAndRecordNeverDeadlock(t *testing.T) {
 	t.Run("RecordFirst", func(t *testing.T) {
 		t.Parallel()
 		lc := newLockOrderCase(t)
-		release := lc.fcm.Hold()
+		release, drained := lc.sendsHeld()
 		defer release()
-		drained := lc.drain(&enginetest.Hooks{})
-		if !lc.fcm.WaitCount(lc.ctx, 3) {
-			t.Fatal("the sends never reached the provider")
-		}
 		blocker, unblock := lc.mustBlock()
 		release() // the answers: the record runs into the blocker
 		lc.waitForWaiters(blocker, 1)
@@ -257,12 +266,8 @@ func TestCampaignCancelAndRecordNeverDeadlock(t *testing.T) {
 	t.Run("CancelFirst", func(t *testing.T) {
 		t.Parallel()
 		lc := newLockOrderCase(t)
-		release := lc.fcm.Hold()
+		release, drained := lc.sendsHeld()
 		defer release()
-		drained := lc.drain(&enginetest.Hooks{})
-		if !lc.fcm.WaitCount(lc.ctx, 3) {
-			t.Fatal("the sends never reached the provider")
-		}
 		blocker, unblock := lc.mustBlock()
 		canceled := lc.cancel()
 		lc.waitForWaiters(blocker, 1)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
-	"github.com/oncepush/oncepush/driver/internal/migrate"
 	"github.com/oncepush/oncepush/internal/sqlfile"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -451,19 +450,5 @@ func (h Harness[TTx, D]) migrateTo(t *testing.T, drv D, upTo int) {
 	if len(ms) <= upTo {
 		t.Fatalf("%d engine migrations: nothing after version %d to upgrade through", len(ms), upTo)
 	}
-	ctx := t.Context()
-	for _, m := range ms[:upTo] {
-		err := h.InEngineTx(ctx, drv)(func(tx migrate.Tx) error {
-			if err := tx.Prepare(ctx); err != nil {
-				return err
-			}
-			if err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			return tx.Record(ctx, m)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.apply(t, drv, ms[:upTo], "migration")
 }

@@ -190,14 +190,22 @@ func (h Harness[TTx, D]) migrateAsBefore(t *testing.T, drv D, upTo int) {
 	}
 	ms = slices.Clone(ms[:oldEngineVersion])
 	ms[1] = sqlfile.Migration{Version: 2, Name: "002_server", SQL: h.OldServer}
+	h.apply(t, drv, ms[:upTo], "old migration")
+}
+
+// apply runs migrations ms on drv's database one by one, each in its
+// transaction and recorded, as the migrator of the build that shipped them
+// did; what names a failure is what.
+func (h Harness[TTx, D]) apply(t *testing.T, drv D, ms []sqlfile.Migration, what string) {
+	t.Helper()
 	ctx := t.Context()
-	for _, m := range ms[:upTo] {
+	for _, m := range ms {
 		err := h.InEngineTx(ctx, drv)(func(tx migrate.Tx) error {
 			if err := tx.Prepare(ctx); err != nil {
 				return err
 			}
 			if err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("old migration %s: %w", m.Name, err)
+				return fmt.Errorf("%s %s: %w", what, m.Name, err)
 			}
 			return tx.Record(ctx, m)
 		})
