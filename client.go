@@ -175,6 +175,7 @@ func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	return c.sendGrouped(ctx, &groupMember{p: p, msg: &msg}, opts)
 }
 
@@ -190,6 +191,7 @@ func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, m
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	ex := c.driver.UnwrapExecutor(tx)
 	if opts == nil || opts.RequestHash == nil {
 		res, err := c.write(ctx, ex, p, &msg, opts)
