@@ -165,6 +165,17 @@ func (c *clientCore) now() *time.Time {
 	return &t
 }
 
+// clockNow is the engine's clock for budgets and lease bounds: the injected
+// clock when there is one (so tests move time instead of waiting for it),
+// otherwise the process's monotonic clock, which keeps running while the
+// process is stopped.
+func (c *clientCore) clockNow() time.Time {
+	if c.cfg.Clock != nil {
+		return c.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
 // Send queues msg for the recipients in a transaction of its own and wakes the
 // workers after it commits. See SendTx. Concurrent calls share one
 // transaction and one commit (see docs/architecture.md, "Grouped commits"),
