@@ -331,15 +331,7 @@ func campaignDue(row *driver.Campaign, k int64) time.Time {
 
 // campaignLoop runs campaign steps while a started client runs.
 func (c *Client[TTx]) campaignLoop(ctx context.Context, wake <-chan struct{}) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-wake:
-		}
+	loop(ctx, 0, wake, nil, func() time.Duration {
 		c.compactTally(ctx)
 		var st CampaignStats
 		for ctx.Err() == nil {
@@ -351,8 +343,8 @@ func (c *Client[TTx]) campaignLoop(ctx context.Context, wake <-chan struct{}) {
 				break
 			}
 		}
-		t.Reset(c.cfg.CampaignInterval)
-	}
+		return c.cfg.CampaignInterval
+	})
 }
 
 // wakeCampaigns makes this process's campaign loop look for work at once.

@@ -155,18 +155,12 @@ func (c *Client[TTx]) sweepOrphans(ctx context.Context, ex driver.Executor, st *
 
 func (c *Client[TTx]) cleanupLoop(ctx context.Context) {
 	hooks := enginetest.From(ctx)
-	t := time.NewTimer(c.cfg.CleanupInterval / 10) // not all processes at boot
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	// The first pass waits a tenth of the interval: not all processes at boot.
+	loop(ctx, c.cfg.CleanupInterval/10, nil, nil, func() time.Duration {
 		if _, err := c.Cleanup(ctx); err != nil && ctx.Err() == nil {
 			c.log.ErrorContext(ctx, "cleanup failed", slog.Any("error", err))
 		}
 		hooks.CleanupDone()
-		t.Reset(c.cfg.CleanupInterval)
-	}
+		return c.cfg.CleanupInterval
+	})
 }

@@ -165,6 +165,17 @@ func (c *clientCore) now() *time.Time {
 	return &t
 }
 
+// clockNow is the engine's clock for budgets and lease bounds: the injected
+// clock when there is one (so tests move time instead of waiting for it),
+// otherwise the process's monotonic clock, which keeps running while the
+// process is stopped.
+func (c *clientCore) clockNow() time.Time {
+	if c.cfg.Clock != nil {
+		return c.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
 // Send queues msg for the recipients in a transaction of its own and wakes the
 // workers after it commits. See SendTx. Concurrent calls share one
 // transaction and one commit (see docs/architecture.md, "Grouped commits"),
@@ -175,6 +186,7 @@ func (c *Client[TTx]) Send(ctx context.Context, recipients []string, msg Message
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	return c.sendGrouped(ctx, &groupMember{p: p, msg: &msg}, opts)
 }
 
@@ -190,6 +202,7 @@ func (c *Client[TTx]) SendTx(ctx context.Context, tx TTx, recipients []string, m
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	ex := c.driver.UnwrapExecutor(tx)
 	if opts == nil || opts.RequestHash == nil {
 		res, err := c.write(ctx, ex, p, &msg, opts)

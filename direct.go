@@ -103,6 +103,7 @@ func (c *Client[TTx]) SendToDevices(ctx context.Context, devices []DeviceAddress
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	return c.sendGrouped(ctx, &groupMember{p: p, msg: &msg, devices: ds}, opts)
 }
 
@@ -114,6 +115,7 @@ func (c *Client[TTx]) SendToDevicesTx(ctx context.Context, tx TTx, devices []Dev
 	if err != nil {
 		return SendResult{}, err
 	}
+	opts = p.recorded(opts)
 	ex := c.driver.UnwrapExecutor(tx)
 	// Always in a savepoint: devices registered before a refused one must go.
 	return c.writeInSavepoint(ctx, ex, p, opts, func() (SendResult, error) {

@@ -97,6 +97,12 @@ type SendOptions struct {
 	// however long a delivery stays pending first. Requires DedupKey; at most
 	// 64 bytes.
 	RequestHash []byte
+	// RecordRequest makes the send a recorded request whose identity is what
+	// Client.RequestHash would return for it, computed by the send itself
+	// from the send as it validates it, once: the server and `oncepush send`
+	// use it, so a key used over HTTP and then from the command line with the
+	// same notification is a replay. Requires DedupKey; not with RequestHash.
+	RecordRequest bool
 	// DeferWake writes no wake-up into SendTx's transaction. PostgreSQL commits
 	// transactions that NOTIFY one at a time, so at high send rates the
 	// in-transaction wake-up makes commits queue; with DeferWake, call
@@ -172,6 +178,7 @@ type prepared struct {
 	dropped    string   // the dropped http image, for the warning
 	policy     AmbiguityPolicy
 	lifetime   time.Duration
+	hash       []byte // the request's identity, when it records itself (RecordRequest)
 }
 
 // prepareCaller is prepare for a send to recipients the caller names,
@@ -214,7 +221,21 @@ func (c *clientCore) prepare(recipients []string, msg *Message, opts *SendOption
 	if err := c.prepareContent(p, msg, opts); err != nil {
 		return nil, err
 	}
+	if opts.RecordRequest {
+		p.hash = requestHash(p, msg, opts)
+	}
 	return p, nil
+}
+
+// recorded is the options a prepared send writes with: opts, with the
+// request's identity when the send records itself (RecordRequest).
+func (p *prepared) recorded(opts *SendOptions) *SendOptions {
+	if p.hash == nil {
+		return opts
+	}
+	o := *opts
+	o.RequestHash = p.hash
+	return &o
 }
 
 // prepareContent validates a send's message and options into p: all of
@@ -266,6 +287,9 @@ func (c *clientCore) prepareContent(p *prepared, msg *Message, opts *SendOptions
 	}
 	if opts.RequestHash != nil && (opts.DedupKey == "" || len(opts.RequestHash) == 0 || len(opts.RequestHash) > 64) {
 		return invalid("dedupKey", "a recorded request (RequestHash, 1 to 64 bytes) needs a dedup key")
+	}
+	if opts.RecordRequest && (opts.DedupKey == "" || opts.RequestHash != nil) {
+		return invalid("dedupKey", "a recorded request (RecordRequest) needs a dedup key and no RequestHash of the caller's")
 	}
 	if len(opts.Category) > maxTypeLen {
 		return invalid("category", "must be at most %d bytes", maxTypeLen)

@@ -6,13 +6,73 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/backoff"
+	"github.com/oncepush/oncepush/internal/enginetest"
 )
 
 // The run's decisions — what to finish, what to send, what to record — are
 // functions of their inputs, beside the phase that does the I/O:
 // claim_plan.go, submit_plan.go, record_plan.go. They read no clock, call no
 // driver or provider and log nothing, so they are tested without a database.
-// This file holds what they share. See docs/architecture.md.
+// This file holds what they share — the batch, its deliveries and pairs as
+// the run sees them — and the rules they read. See docs/architecture.md.
+
+// batch is one claim's worth of work.
+type batch struct {
+	leaseID int64
+	// claimedAt is the engine clock just before the claim began, and
+	// claimedReal the process's monotonic clock then: the lease ends no
+	// earlier than either plus Config.Lease.
+	claimedAt   time.Time
+	claimedReal time.Time
+	now         time.Time // the claim's "now", as the database saw it
+	claimed     int
+	deliveries  []*delivery // those with pairs to send
+	pairs       []*pair
+	canceled    map[int64]bool    // deliveries the record found canceled under the lease
+	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
+	window      *window           // the run's sends in flight, shared by its batches
+}
+
+// pairKey identifies a (delivery, device) pair within its delivery: the
+// token, not the registration row, so re-registering a token cannot reopen a
+// pair the ledger has settled.
+type pairKey struct {
+	transport string
+	tokenKey  string
+}
+
+// delivery is a leased delivery as the run sees it.
+type delivery struct {
+	row       *driver.ClaimedDelivery
+	msg       *driver.Message
+	policy    AmbiguityPolicy
+	attempts  int  // absolute, including a recovery counted at claim
+	accepted  bool // some device accepted, in this run or before
+	ambiguous bool // some device's submission may have been lost
+	duplicate bool // a campaign delivery's device was reached through another delivery
+	prior     map[pairKey]*driver.DeviceAttempt
+	pairs     []*pair
+	errs      []string
+	data      map[string]string
+}
+
+// pair is one (delivery, device) to submit.
+type pair struct {
+	d        *delivery
+	dev      Device
+	tokenKey string
+	prev     *driver.DeviceAttempt // the ledger row before this claim, if any
+	sub      Submission
+	// marked: the ledger counts this submission (state sending). started:
+	// the provider was called. late: the call was refused by CheckStart.
+	// duplicate: a campaign pair the mark settled unsent, its token reached
+	// by another delivery of the campaign (D107).
+	marked, started, late, duplicate bool
+	res                              Result
+	releaseWait                      time.Duration // a provider-wide throttle, or its campaign token in flight elsewhere, kept it from starting
+}
+
+func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKey} }
 
 // planRules is the part of the configuration the plans read.
 type planRules struct {

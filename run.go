@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/enginetest"
 	"github.com/oncepush/oncepush/internal/failpoint"
 )
@@ -45,64 +44,6 @@ func (s *RunStats) add(o RunStats) {
 	s.Released += o.Released
 	s.BudgetSpent = o.BudgetSpent
 }
-
-// batch is one claim's worth of work.
-type batch struct {
-	leaseID int64
-	// claimedAt is the engine clock just before the claim began, and
-	// claimedReal the process's monotonic clock then: the lease ends no
-	// earlier than either plus Config.Lease.
-	claimedAt   time.Time
-	claimedReal time.Time
-	now         time.Time // the claim's "now", as the database saw it
-	claimed     int
-	deliveries  []*delivery // those with pairs to send
-	pairs       []*pair
-	canceled    map[int64]bool    // deliveries the record found canceled under the lease
-	hooks       *enginetest.Hooks // the run's test hooks; nil outside tests
-	window      *window           // the run's sends in flight, shared by its batches
-}
-
-// pairKey identifies a (delivery, device) pair within its delivery: the
-// token, not the registration row, so re-registering a token cannot reopen a
-// pair the ledger has settled.
-type pairKey struct {
-	transport string
-	tokenKey  string
-}
-
-// delivery is a leased delivery as the run sees it.
-type delivery struct {
-	row       *driver.ClaimedDelivery
-	msg       *driver.Message
-	policy    AmbiguityPolicy
-	attempts  int  // absolute, including a recovery counted at claim
-	accepted  bool // some device accepted, in this run or before
-	ambiguous bool // some device's submission may have been lost
-	duplicate bool // a campaign delivery's device was reached through another delivery
-	prior     map[pairKey]*driver.DeviceAttempt
-	pairs     []*pair
-	errs      []string
-	data      map[string]string
-}
-
-// pair is one (delivery, device) to submit.
-type pair struct {
-	d        *delivery
-	dev      Device
-	tokenKey string
-	prev     *driver.DeviceAttempt // the ledger row before this claim, if any
-	sub      Submission
-	// marked: the ledger counts this submission (state sending). started:
-	// the provider was called. late: the call was refused by CheckStart.
-	// duplicate: a campaign pair the mark settled unsent, its token reached
-	// by another delivery of the campaign (D107).
-	marked, started, late, duplicate bool
-	res                              Result
-	releaseWait                      time.Duration // a provider-wide throttle, or its campaign token in flight elsewhere, kept it from starting
-}
-
-func (p *pair) key() pairKey { return pairKey{string(p.dev.Transport), p.tokenKey} }
 
 // run drains batches until the budget is spent or nothing is due. claimCtx
 // stops claiming and starting sends; sendCtx aborts sends in flight. A run
@@ -305,17 +246,6 @@ func (p *pipeline) finished(r batchResult) {
 	}
 	p.mu.Unlock()
 	p.signal()
-}
-
-// clockNow is the engine's clock for budgets and lease bounds: the injected
-// clock when there is one (so tests move time instead of waiting for it),
-// otherwise the process's monotonic clock, which keeps running while the
-// process is stopped.
-func (c *clientCore) clockNow() time.Time {
-	if c.cfg.Clock != nil {
-		return c.cfg.Clock.Now()
-	}
-	return time.Now()
 }
 
 // leaseReserve is the part of a lease kept free after the last send can end,

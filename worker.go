@@ -157,19 +157,9 @@ func (c *clientCore) wake() {
 
 func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wake <-chan struct{}) {
 	hooks := enginetest.From(claimCtx)
-	poll := time.NewTimer(0)
-	defer poll.Stop()
 	errPause := c.cfg.PollInterval
-	for first := true; ; first = false {
-		if !first {
-			hooks.WorkerIdle(worker, len(wake) > 0)
-		}
-		select {
-		case <-claimCtx.Done():
-			return
-		case <-wake:
-		case <-poll.C:
-		}
+	idle := func() { hooks.WorkerIdle(worker, len(wake) > 0) }
+	loop(claimCtx, 0, wake, idle, func() time.Duration {
 		for claimCtx.Err() == nil {
 			s, err := c.run(claimCtx, sendCtx, wake)
 			if err != nil {
@@ -177,16 +167,16 @@ func (c *Client[TTx]) workLoop(claimCtx, sendCtx context.Context, worker int, wa
 					c.log.ErrorContext(sendCtx, "delivery run failed", slog.Any("error", err))
 				}
 				// Pause longer while the database keeps failing.
-				poll.Reset(errPause)
+				pause := errPause
 				errPause = min(2*errPause, time.Minute)
-				break
+				return pause
 			}
 			errPause = c.cfg.PollInterval
 			if !s.BudgetSpent {
-				poll.Reset(c.cfg.PollInterval)
 				break
 			}
 			// Budget spent with work left: continue at once (a new run).
 		}
-	}
+		return c.cfg.PollInterval
+	})
 }

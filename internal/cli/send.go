@@ -71,14 +71,10 @@ func send(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &config.Error{Setting: "engine", Problem: err.Error()}
 	}
-	if opts.DedupKey != "" {
-		// A recorded request, as the API's and with the same identity: the
-		// same send again, from here or over HTTP, answers the first answer;
-		// a different one under the key is refused.
-		if opts.RequestHash, err = stk.Client.RequestHash(s.to, msg, *opts); err != nil {
-			return flagError(err)
-		}
-	}
+	// A recorded request, as the API's and with the same identity: the same
+	// send again, from here or over HTTP, answers the first answer; a
+	// different one under the key is refused.
+	opts.RecordRequest = opts.DedupKey != ""
 	res, err := stk.Client.Send(ctx, s.to, msg, opts)
 	if errors.Is(err, oncepush.ErrDedupConflict) {
 		return &config.Error{Setting: "--dedupe-key", Problem: "was used before for a different notification; use a new key for a new notification"}

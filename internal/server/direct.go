@@ -13,9 +13,9 @@ type deviceAddress struct {
 }
 
 // addressees reads whom the request names: its recipients, or the devices
-// of a direct send, exactly one of the two. recipients are what the send
-// delivers under either way — for devices, their implicit recipients — and
-// so what the request's identity (Client.RequestHash) is computed over.
+// of a direct send, exactly one of the two. The send checks them (a direct
+// send's devices under their implicit recipients, which its identity,
+// Client.RequestHash, is computed over).
 func (s *Server[TTx]) addressees(req *notificationRequest) (recipients []string, devices []oncepush.DeviceAddress, err error) {
 	switch {
 	case req.Recipients != nil && req.Devices != nil:
@@ -29,10 +29,7 @@ func (s *Server[TTx]) addressees(req *notificationRequest) (recipients []string,
 	for i, d := range *req.Devices {
 		devices[i] = oncepush.DeviceAddress{Transport: oncepush.Transport(d.Transport), Token: oncepush.Token(d.Token)}
 	}
-	if recipients, err = s.client.DeviceRecipients(devices); err != nil {
-		return nil, nil, err
-	}
-	return recipients, devices, nil
+	return nil, devices, nil
 }
 
 // send queues the notification: to the recipients, or directly to the

@@ -98,16 +98,11 @@ func (s *Server[TTx]) postNotification(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 
-	if key != "" {
-		// The request's identity is what it would write, defaults applied
-		// (Client.RequestHash): neither spelling nor an explicit default makes
-		// another request.
-		h, err := s.client.RequestHash(recipients, msg, *opts)
-		if err != nil {
-			return renameField(err)
-		}
-		opts.RequestHash = h
-	}
+	// A keyed request records itself: its identity is what it would write,
+	// defaults applied (Client.RequestHash), computed by the send as it
+	// validates it, so neither spelling nor an explicit default makes
+	// another request.
+	opts.RecordRequest = key != ""
 	// One atomic write: the message, its deliveries and the request's record.
 	res, err := s.send(r.Context(), recipients, devices, msg, opts)
 	if errors.Is(err, oncepush.ErrDedupConflict) {

@@ -155,3 +155,84 @@ func TestDatabaseSince(t *testing.T) {
 		t.Errorf("databaseSince = %v, want 1.25", got)
 	}
 }
+
+// The database's share of the CPU is its own backends' (issue: every
+// postgres process on the server was counted, another database's included):
+// a backend of another database on the same server burns CPU between two
+// snapshots, and none of it is counted, while the database's own busy
+// backend is.
+func TestDatabaseCPUCountsOnlyItsOwnBackends(t *testing.T) {
+	ctx := t.Context()
+	admin := cmp.Or(os.Getenv("ONCEPUSH_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	var td teardown
+	t.Cleanup(td.run)
+	own, err := scratchDatabase(ctx, &td, admin, "oncepush_bench_own_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := scratchDatabase(ctx, &td, admin, "oncepush_bench_other_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := func(url string) (*pgx.Conn, int) {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
+		var pid int
+		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return c, pid
+	}
+	// burn runs queries on c until its backend has used at least 0.15 s of
+	// CPU more than at the start: a measure of work, not of time.
+	burn := func(c *pgx.Conn, pid int) float64 {
+		start, err := procCPU(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := c.Exec(ctx, "SELECT count(*) FROM generate_series(1, 500000)"); err != nil {
+				t.Fatal(err)
+			}
+			now, err := procCPU(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now-start >= 0.15 {
+				return now - start
+			}
+		}
+	}
+	ownConn, ownPID := connect(own)
+	otherConn, otherPID := connect(other)
+	parts := cpuParts{database: own}
+
+	before, err := parts.snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burned := burn(otherConn, otherPID)
+	after, err := parts.snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.since(before, 1).Database; got >= burned/2 {
+		t.Errorf("another database's backend burned %.2f s and the database was charged %.2f s: only its own backends count", burned, got)
+	}
+
+	before, err = parts.snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burned = burn(ownConn, ownPID)
+	after, err = parts.snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.since(before, 1).Database; got < burned {
+		t.Errorf("the database's own backend burned %.2f s and it was charged %.2f s", burned, got)
+	}
+}

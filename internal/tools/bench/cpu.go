@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // clockTicks is the unit of /proc's CPU times (USER_HZ), 100 on every
@@ -20,7 +22,7 @@ type cpuUse struct {
 	Sends    int     `json:"sends"`
 	WallS    float64 `json:"wallS"`
 	System   float64 `json:"systemS"`   // serve or gorush
-	Database float64 `json:"databaseS"` // every postgres process (PostgreSQL only)
+	Database float64 `json:"databaseS"` // the backends of the system's own database (PostgreSQL only)
 	Fake     float64 `json:"fakeS"`
 	Load     float64 `json:"loadS"`  // this tool
 	Other    float64 `json:"otherS"` // the rest of the machine's busy time
@@ -48,10 +50,11 @@ func (u *cpuUse) busy() float64 {
 }
 
 // cpuParts names the processes of a case: the system under test, the
-// fake, and whether the database is the local PostgreSQL server.
+// fake, and the URL of the system's database when it is one of the local
+// PostgreSQL server's (empty otherwise).
 type cpuParts struct {
 	system, fake int
-	postgres     bool
+	database     string
 }
 
 // cpuSnapshot is the CPU time used so far by each part.
@@ -62,7 +65,7 @@ type cpuSnapshot struct {
 	machineBusy, machineIdle float64
 }
 
-func (p cpuParts) snapshot() (cpuSnapshot, error) {
+func (p cpuParts) snapshot(ctx context.Context) (cpuSnapshot, error) {
 	s := cpuSnapshot{at: time.Now()}
 	var err error
 	if s.system, err = procCPU(p.system); err != nil {
@@ -71,8 +74,8 @@ func (p cpuParts) snapshot() (cpuSnapshot, error) {
 	if s.fake, err = procCPU(p.fake); err != nil {
 		return s, err
 	}
-	if p.postgres {
-		if s.database, err = commandCPU("postgres"); err != nil {
+	if p.database != "" {
+		if s.database, err = databaseCPU(ctx, p.database); err != nil {
 			return s, err
 		}
 	}
@@ -151,29 +154,37 @@ func statCPU(line string) (float64, error) {
 	return ticks / clockTicks, nil
 }
 
-// commandCPU is the CPU time of every process whose command is name, by
-// pid (a process that ends between the listing and its read is skipped).
-func commandCPU(name string) (map[int]float64, error) {
-	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+// databaseCPU is the CPU time of the backends connected to the database at
+// url, by pid — that database's own, never another's on the same server
+// (the test suite's, another benchmark's) nor the server's shared
+// processes (checkpointer, WAL writer), which serve every database. The
+// connection that asks is left out; a backend that ends between the
+// listing and its read is skipped.
+func databaseCPU(ctx context.Context, url string) (map[int]float64, error) {
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the database's backends: %w", err)
 	}
-	out := map[int]float64{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return nil, fmt.Errorf("list the database's backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("list the database's backends: %w", err)
+	}
+	out := make(map[int]float64, len(pids))
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			continue
+			continue // ended since the listing, or not on this machine
 		}
-		line := string(b)
-		if !strings.Contains(line, "("+name+")") {
-			continue
-		}
-		v, err := statCPU(line)
+		v, err := statCPU(string(b))
 		if err != nil {
 			return nil, err
 		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		out[pid] = v
+		out[int(pid)] = v
 	}
 	return out, nil
 }

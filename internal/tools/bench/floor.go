@@ -53,8 +53,8 @@ func floor(ctx context.Context, td *teardown, o *options, rep *report) (*insertF
 	groups := (n + floorGroup - 1) / floorGroup
 	var next atomic.Int64
 	var fail firstError
-	parts := cpuParts{postgres: true}
-	before, err := parts.snapshot()
+	parts := cpuParts{database: url}
+	before, err := parts.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func floor(ctx context.Context, td *teardown, o *options, rep *report) (*insertF
 	if fail.err != nil {
 		return nil, fail.err
 	}
-	after, err := parts.snapshot()
+	after, err := parts.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}

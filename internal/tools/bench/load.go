@@ -32,9 +32,9 @@ type system struct {
 	tokens []string
 	// proc is the server process: its pid (peak RSS, CPU) and its output.
 	proc func() *proc
-	// postgres says the system's database is the local PostgreSQL server,
-	// whose processes' CPU is counted as the database's.
-	postgres bool
+	// database is the URL of the system's database when it is on the
+	// local PostgreSQL server: its backends' CPU is the database's.
+	database string
 	// idle says whether the system has nothing left to send, so that a
 	// case does not count what an earlier one (a failed one) left queued.
 	idle func(ctx context.Context) (bool, error)
@@ -140,11 +140,11 @@ func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, 
 	if err := s.start(ctx, f, latency); err != nil {
 		return 0, err
 	}
-	parts := cpuParts{system: s.proc().pid(), fake: f.proc.pid(), postgres: s.postgres}
+	parts := cpuParts{system: s.proc().pid(), fake: f.proc.pid(), database: s.database}
 	var before cpuSnapshot
 	if cpu != nil {
 		var err error
-		if before, err = parts.snapshot(); err != nil {
+		if before, err = parts.snapshot(ctx); err != nil {
 			return 0, fmt.Errorf("CPU use: %w", err)
 		}
 	}
@@ -169,7 +169,7 @@ func closedLoop(ctx context.Context, s *system, f *fake, posts, per, conns int, 
 		return 0, s.failure(err)
 	}
 	if cpu != nil {
-		after, err := parts.snapshot()
+		after, err := parts.snapshot(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("CPU use: %w", err)
 		}

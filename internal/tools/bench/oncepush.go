@@ -124,7 +124,7 @@ func (o *oncepushServer) system(name string, recipients []string, runID string, 
 		header:   http.Header{"Authorization": {"Bearer " + o.key}},
 		tokens:   tokens,
 		proc:     func() *proc { return o.proc },
-		postgres: strings.HasPrefix(o.database, "postgres"),
+		database: postgresURL(o.database),
 		body: func(key string, tokens []string) ([]byte, string) {
 			rs := make([]string, len(tokens))
 			for i, t := range tokens {
@@ -214,7 +214,7 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 		return 0, fail.err
 	}
 	o.stop()
-	before, err := cpuParts{fake: f.proc.pid(), postgres: s.postgres}.snapshot()
+	before, err := cpuParts{fake: f.proc.pid(), database: s.database}.snapshot(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("CPU use: %w", err)
 	}
@@ -226,7 +226,7 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 		return 0, s.failure(err)
 	}
 	// The new server's CPU is all of its life so far: from zero.
-	after, err := cpuParts{system: o.proc.pid(), fake: f.proc.pid(), postgres: s.postgres}.snapshot()
+	after, err := cpuParts{system: o.proc.pid(), fake: f.proc.pid(), database: s.database}.snapshot(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("CPU use: %w", err)
 	}
@@ -254,4 +254,12 @@ func (o *oncepushServer) drain(ctx context.Context, s *system, f *fake, n, conns
 		return 0, fmt.Errorf("drain of %d sends took no measurable time", n)
 	}
 	return float64(n-1) / last.Sub(first).Seconds(), nil
+}
+
+// postgresURL is database when it names a PostgreSQL database, else "".
+func postgresURL(database string) string {
+	if strings.HasPrefix(database, "postgres") {
+		return database
+	}
+	return ""
 }

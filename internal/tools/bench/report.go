@@ -392,7 +392,7 @@ func (r *report) printCPU(w io.Writer) {
 		cell func(u *cpuUse) string
 	}{
 		{"the system (serve, gorush)", func(u *cpuUse) string { return micros(u.perSend(u.System)) }},
-		{"the database (postgres processes)", func(u *cpuUse) string { return micros(u.perSend(u.Database)) }},
+		{"the database (its own backends)", func(u *cpuUse) string { return micros(u.perSend(u.Database)) }},
 		{"the fake provider", func(u *cpuUse) string { return micros(u.perSend(u.Fake)) }},
 		{"the load generator", func(u *cpuUse) string { return micros(u.perSend(u.Load)) }},
 		{"the rest of the machine", func(u *cpuUse) string { return micros(u.perSend(u.Other)) }},
