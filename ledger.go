@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -37,6 +38,14 @@ const (
 	// StatusCanceled: canceled before it was sent.
 	StatusCanceled = DeliveryStatus(driver.StatusCanceled)
 )
+
+// deliveryStatuses are the delivery statuses, pending first.
+var deliveryStatuses = []DeliveryStatus{
+	StatusPending, StatusSent, StatusFailed, StatusAmbiguous, StatusSkipped, StatusNoDevices, StatusExpired, StatusCanceled,
+}
+
+// DeliveryStatuses returns every delivery status, pending first.
+func DeliveryStatuses() []DeliveryStatus { return slices.Clone(deliveryStatuses) }
 
 // AttemptState is where one (delivery, device) pair stands in the ledger.
 type AttemptState string
@@ -91,6 +100,25 @@ type DeviceAttempt struct {
 	FirstSentAt *time.Time
 	LastSentAt  *time.Time
 	UpdatedAt   time.Time
+}
+
+// ReachedAtMost is how many of the pair's submissions may have reached the
+// device: each whose answer was lost, and the one accepted or still in
+// flight. A submission answered "retry later", "rejected" or "invalid token"
+// reached nothing, so a retry after one is not a second copy. Two or more
+// means the device may have the notification twice: it was sent again after
+// an answer was lost (the resend policy, docs/guarantees.md).
+func (a DeviceAttempt) ReachedAtMost() int { return reachedAtMost(string(a.State), a.Ambiguous) }
+
+// MayHaveReachedTwice reports whether a device of the delivery may have
+// received it more than once (a ReachedAtMost of 2 or more).
+func (d Delivery) MayHaveReachedTwice() bool {
+	for _, a := range d.Devices {
+		if a.ReachedAtMost() > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func deliveryFromRow(r *driver.Delivery) Delivery {
@@ -206,6 +234,23 @@ func (c *Client[TTx]) Message(ctx context.Context, id int64) (*StoredMessage, er
 	return storedMessage(m), nil
 }
 
+// MessagesByID returns the stored messages with these ids, in no order; an
+// id with no message is left out. One read, whatever the number of ids.
+func (c *Client[TTx]) MessagesByID(ctx context.Context, ids []int64) ([]*StoredMessage, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := c.driver.Exec().MessageGetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("oncepush: get messages: %w", err)
+	}
+	out := make([]*StoredMessage, len(rows))
+	for i, m := range rows {
+		out[i] = storedMessage(m)
+	}
+	return out, nil
+}
+
 func storedMessage(m *driver.Message) *StoredMessage {
 	return &StoredMessage{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Data: m.Data, Link: m.Link, Image: m.Image,
@@ -267,8 +312,10 @@ func (c *Client[TTx]) Backlog(ctx context.Context, limit int) (Backlog, error) {
 	}, nil
 }
 
-// MessageStatus selects messages by whether they still have work:
-// MessagePending (a delivery is pending), MessageDone (none is).
+// MessageStatus selects messages by their deliveries: MessageDone (none is
+// pending), or a delivery status, for the messages with a delivery in it —
+// MessagePending (a delivery is pending), MessageStatus(StatusFailed) (one
+// failed), and so on.
 type MessageStatus string
 
 // Message statuses for MessageQuery.
@@ -309,10 +356,12 @@ func (c *Client[TTx]) Messages(ctx context.Context, q MessageQuery) (MessagePage
 	if q.Limit < 1 || q.Limit > MaxPageSize {
 		return MessagePage{}, invalid("limit", "must be between 1 and %d", MaxPageSize)
 	}
-	switch q.Status {
-	case "", MessagePending, MessageDone:
-	default:
-		return MessagePage{}, invalid("status", "%q is neither %q nor %q", q.Status, MessagePending, MessageDone)
+	if q.Status != "" && q.Status != MessageDone && !slices.Contains(deliveryStatuses, DeliveryStatus(q.Status)) {
+		names := []string{string(MessageDone)}
+		for _, st := range deliveryStatuses {
+			names = append(names, string(st))
+		}
+		return MessagePage{}, invalid("status", "must be one of %s; got %q", strings.Join(names, ", "), q.Status)
 	}
 	p := &driver.MessageListParams{Category: q.Category, Status: string(q.Status), BeforeID: math.MaxInt64, Limit: q.Limit + 1}
 	if !q.CreatedFrom.IsZero() {
@@ -393,7 +442,8 @@ func (c *Client[TTx]) messagesByDedupKey(ctx context.Context, key string, p *dri
 			if err != nil {
 				return nil, err
 			}
-			if (counts[driver.StatusPending] > 0) != (p.Status == driver.MessagePending) {
+			if p.Status == driver.MessageDone && counts[driver.StatusPending] > 0 ||
+				p.Status != driver.MessageDone && counts[p.Status] == 0 {
 				continue
 			}
 		}

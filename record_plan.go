@@ -269,10 +269,20 @@ func withoutToken(text string, p *pair) string {
 // mayHaveReached tells whether a ledger row shows a submission that may have
 // reached the device: accepted, an answer lost (now or ever), or a mark whose
 // run never recorded.
-func mayHaveReached(a *driver.DeviceAttempt) bool {
-	switch a.State {
-	case driver.AttemptAccepted, driver.AttemptAmbiguous, driver.AttemptSending:
-		return true
+func mayHaveReached(a *driver.DeviceAttempt) bool { return reachedAtMost(a.State, a.Ambiguous) > 0 }
+
+// reachedAtMost counts the submissions of a ledger row (its state, and how
+// many of its answers were lost) that may have reached the device: every
+// lost answer, and the accepted submission or the one marked and not yet
+// recorded. Every other answer said the device was not reached. A row is
+// ambiguous only with a lost answer counted; the floor of one keeps the rule
+// true of a row written otherwise.
+func reachedAtMost(state string, ambiguous int) int {
+	switch state {
+	case driver.AttemptAccepted, driver.AttemptSending:
+		return ambiguous + 1
+	case driver.AttemptAmbiguous:
+		return max(ambiguous, 1)
 	}
-	return a.Ambiguous > 0
+	return ambiguous
 }

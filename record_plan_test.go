@@ -358,3 +358,43 @@ func TestPlanRecordCampaignTokens(t *testing.T) {
 		t.Fatalf("a delivery whose only device was a duplicate: %+v, want skipped saying why", u)
 	}
 }
+
+// TestReachedAtMost: the ledger's rule of which submissions may have reached
+// a device, as the API's verdict reads it. A retry after a definite refusal
+// is no second copy; a resend after a lost answer may be.
+func TestReachedAtMost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		state     AttemptState
+		ambiguous int
+		want      int
+	}{
+		{"never submitted", AttemptPending, 0, 0},
+		{"accepted first time", AttemptAccepted, 0, 1},
+		{"503, then accepted", AttemptAccepted, 0, 1},
+		{"refused, retrying", AttemptRetry, 0, 0},
+		{"rejected", AttemptRejected, 0, 0},
+		{"invalid token", AttemptInvalid, 0, 0},
+		{"answer lost", AttemptAmbiguous, 1, 1},
+		{"answer lost, then accepted", AttemptAccepted, 1, 2},
+		{"answer lost, then refused", AttemptRetry, 1, 1},
+		{"answer lost, then rejected", AttemptRejected, 1, 1},
+		{"answer lost, resend in flight", AttemptSending, 1, 2},
+		{"in flight", AttemptSending, 0, 1},
+		{"two answers lost", AttemptAmbiguous, 2, 2},
+	} {
+		a := DeviceAttempt{State: c.state, Ambiguous: c.ambiguous}
+		if got := a.ReachedAtMost(); got != c.want {
+			t.Errorf("%s: ReachedAtMost = %d, want %d", c.name, got, c.want)
+		}
+		row := &driver.DeviceAttempt{State: string(c.state), Ambiguous: c.ambiguous}
+		if got := mayHaveReached(row); got != (c.want > 0) {
+			t.Errorf("%s: mayHaveReached = %v, want %v", c.name, got, c.want > 0)
+		}
+		d := Delivery{Devices: []DeviceAttempt{{State: AttemptAccepted}, a}}
+		if got := d.MayHaveReachedTwice(); got != (c.want > 1) {
+			t.Errorf("%s: MayHaveReachedTwice = %v, want %v", c.name, got, c.want > 1)
+		}
+	}
+}

@@ -15,6 +15,10 @@ type Delivery struct {
 	Recipient      string `json:"recipient"`
 	OncepushID     string `json:"oncepushId"`
 	DedupeKey      string `json:"dedupeKey"`
+	// Type and Title are the notification's, so that a recipient's history
+	// says what each delivery was.
+	Type  string `json:"type"`
+	Title string `json:"title"`
 	// Status is pending, sent, failed, ambiguous, skipped, no_devices,
 	// expired or canceled.
 	Status string `json:"status"`
@@ -24,10 +28,15 @@ type Delivery struct {
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`
 	// LastError is why it is not (yet) sent, in the provider's words, or
 	// why it ended without a send ("skipped: …", "expired: …", "canceled").
-	LastError  string          `json:"lastError"`
-	CreatedAt  time.Time       `json:"createdAt"`
-	FinishedAt *time.Time      `json:"finishedAt"`
-	Devices    []DeviceAttempt `json:"devices"`
+	LastError  string     `json:"lastError"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	// MayHaveReachedTwice is true when a device may have received this
+	// delivery more than once: it was sent again after an answer was lost
+	// (a device's ReachedAtMost is 2 or more). A retry after a refusal is
+	// not a second copy.
+	MayHaveReachedTwice bool            `json:"mayHaveReachedTwice"`
+	Devices             []DeviceAttempt `json:"devices"`
 }
 
 // DeviceAttempt is the ledger row of one (delivery, device) pair.
@@ -41,6 +50,10 @@ type DeviceAttempt struct {
 	// answer was lost.
 	Submissions int `json:"submissions"`
 	Ambiguous   int `json:"ambiguous"`
+	// ReachedAtMost counts the submissions that may have reached the
+	// device: each whose answer was lost, and the one accepted or still in
+	// flight. 0: the device has not got it; 2 or more: it may have it twice.
+	ReachedAtMost int `json:"reachedAtMost"`
 	// ProviderID is the provider's id of the accepted message.
 	ProviderID  string     `json:"providerId"`
 	Error       string     `json:"error"`

@@ -613,7 +613,8 @@ type UpdatedDelivery struct {
 // times select everything.
 type MessageListParams struct {
 	Category string
-	// Status is "pending" (a delivery is pending), "done" (none is) or "".
+	// Status is "done" (no delivery is pending), a delivery status (some
+	// delivery has it: "pending", "failed", …) or "" (any).
 	Status string
 	// CreatedFrom and CreatedTo bound the creation time: [from, to).
 	CreatedFrom, CreatedTo *time.Time

@@ -124,6 +124,10 @@ func testMessageList[TTx any](t *testing.T, h Harness[TTx]) {
 		"unknown key":     {oncepush.MessageQuery{DedupKey: "nobody"}, nil},
 		"key, done":       {oncepush.MessageQuery{DedupKey: "k3", Status: oncepush.MessageDone}, []int64{m3}},
 		"key, pending":    {oncepush.MessageQuery{DedupKey: "k3", Status: oncepush.MessagePending}, nil},
+		"sent":            {oncepush.MessageQuery{Status: oncepush.MessageStatus(oncepush.StatusSent)}, []int64{m3, m2}},
+		"sent news":       {oncepush.MessageQuery{Status: oncepush.MessageStatus(oncepush.StatusSent), Category: "news"}, []int64{m3}},
+		"failed":          {oncepush.MessageQuery{Status: oncepush.MessageStatus(oncepush.StatusFailed)}, nil},
+		"key, sent":       {oncepush.MessageQuery{DedupKey: "k3", Status: oncepush.MessageStatus(oncepush.StatusSent)}, []int64{m3}},
 		"key, created":    {oncepush.MessageQuery{DedupKey: "k3", CreatedFrom: at(4)}, nil},
 		"created range":   {oncepush.MessageQuery{CreatedFrom: at(2), CreatedTo: at(4)}, []int64{m3, m2}},
 		"from":            {oncepush.MessageQuery{CreatedFrom: at(4)}, []int64{m5, m4}},
@@ -154,7 +158,7 @@ func testMessageList[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Errorf("walked %v, want %v", walked, want)
 	}
 
-	for _, bad := range []oncepush.MessageQuery{{Limit: 0}, {Limit: 10, Cursor: "not-a-cursor"}, {Limit: 10, Status: "sent"}} {
+	for _, bad := range []oncepush.MessageQuery{{Limit: 0}, {Limit: 10, Cursor: "not-a-cursor"}, {Limit: 10, Status: "delivered"}} {
 		var ve *oncepush.ValidationError
 		if _, err := b.client.Messages(b.ctx, bad); !errors.As(err, &ve) {
 			t.Errorf("Messages(%+v): %v, want a ValidationError", bad, err)

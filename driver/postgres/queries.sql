@@ -533,8 +533,9 @@ WHERE id = @id;
 -- A page of messages, newest first (by creation, then id), before the
 -- cursor (@before_at, @before_id; the first page passes NULL and the largest
 -- id), created in [@created_from, @created_to) when given, and with
--- @status 'pending' (some delivery pending) or 'done' (none), or '' for
--- either. A seek into oncepush_message_created.
+-- @status 'done' (no delivery pending), a delivery status (some delivery
+-- has it: 'pending', 'failed', …), or '' for any. A seek into
+-- oncepush_message_created.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
        m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
@@ -542,7 +543,10 @@ WHERE (m.created_at, m.id) < (coalesce(@before_at::timestamptz, 'infinity'), @be
   AND m.created_at >= coalesce(@created_from::timestamptz, '-infinity')
   AND m.created_at < coalesce(@created_to::timestamptz, 'infinity')
   AND (@status::text = '' OR
-       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+       CASE @status
+         WHEN 'done' THEN NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending')
+         ELSE EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = @status)
+       END)
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT @limit;
 
@@ -556,7 +560,10 @@ WHERE m.category = @category
   AND m.created_at >= coalesce(@created_from::timestamptz, '-infinity')
   AND m.created_at < coalesce(@created_to::timestamptz, 'infinity')
   AND (@status::text = '' OR
-       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+       CASE @status
+         WHEN 'done' THEN NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending')
+         ELSE EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = @status)
+       END)
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT @limit;
 

@@ -489,8 +489,9 @@ WHERE d.message_id = @message_id AND d.status = 'pending';
 -- cursor (@before_at, @before_id: created before @before_at, or at it with
 -- a smaller id), created in [@lo_at, @hi_at] (the executor folds the cursor
 -- and the created range into these bounds, which SQLite seeks the index
--- to), and with @status 'pending' (some delivery pending) or 'done' (none),
--- or '' for either. A seek into oncepush_message_created.
+-- to), and with @status 'done' (no delivery pending), a delivery status
+-- (some delivery has it: 'pending', 'failed', …), or '' for any. A seek
+-- into oncepush_message_created.
 SELECT m.id, m.type, m.title, m.body, m.data, m.link, m.image, m.category, m.ambiguity, m.scheduled_at,
        m.expires_at, m.created_at, m.audience
 FROM oncepush_message m
@@ -498,7 +499,10 @@ WHERE 1
   AND m.created_at BETWEEN @lo_at AND @hi_at
   AND (m.created_at < @before_at OR m.id < @before_id)
   AND (@status = '' OR
-       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+       CASE @status
+         WHEN 'done' THEN NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending')
+         ELSE EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = @status)
+       END)
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT @limit;
 
@@ -511,7 +515,10 @@ WHERE m.category = @category
   AND m.created_at BETWEEN @lo_at AND @hi_at
   AND (m.created_at < @before_at OR m.id < @before_id)
   AND (@status = '' OR
-       EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending') = (@status = 'pending'))
+       CASE @status
+         WHEN 'done' THEN NOT EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = 'pending')
+         ELSE EXISTS (SELECT 1 FROM oncepush_delivery d WHERE d.message_id = m.id AND d.status = @status)
+       END)
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT @limit;
 

@@ -622,7 +622,11 @@ func (e *env) deliveries(path string) []server.DeliveryView {
 	for range 100 {
 		p := path
 		if cursor != "" {
-			p += "?cursor=" + cursor
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			p += sep + "cursor=" + cursor
 		}
 		page := e.deliveryPage(p)
 		out = append(out, page.Deliveries...)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,13 +194,7 @@ type notificationView struct {
 	Data              json.RawMessage `json:"data"` // as stored: numbers keep their digits
 	Link              string          `json:"link"`
 	Image             string          `json:"image"`
-	Counts            map[string]int  `json:"counts"`
 	AmbiguousAttempts int             `json:"ambiguousAttempts"`
-}
-
-var allStatuses = []oncepush.DeliveryStatus{
-	oncepush.StatusPending, oncepush.StatusSent, oncepush.StatusFailed, oncepush.StatusAmbiguous,
-	oncepush.StatusSkipped, oncepush.StatusNoDevices, oncepush.StatusExpired, oncepush.StatusCanceled,
 }
 
 func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) error {
@@ -211,7 +206,7 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	counts, err := s.client.DeliveryCounts(r.Context(), id)
+	sum, err := s.summarize(r.Context(), m)
 	if err != nil {
 		return err
 	}
@@ -220,17 +215,13 @@ func (s *Server[TTx]) getNotification(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	v := notificationView{
-		notificationSummary: summarize(m), Link: m.Link, Image: m.Image,
-		Counts: map[string]int{}, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
+		notificationSummary: sum, Link: m.Link, Image: m.Image, AmbiguousAttempts: amb, Data: json.RawMessage(`{}`),
 	}
 	if len(m.Data) > 0 {
 		if !json.Valid(m.Data) {
 			return fmt.Errorf("stored data of message %d is not JSON", id)
 		}
 		v.Data = m.Data
-	}
-	for _, st := range allStatuses {
-		v.Counts[string(st)] = counts[st]
 	}
 	return replyJSON(w, http.StatusOK, v)
 }
@@ -243,11 +234,16 @@ type (
 	deliveryPage = api.DeliveryPage
 )
 
-func viewDelivery(d oncepush.Delivery) deliveryView {
+// viewDelivery is a delivery as the API answers it; m is its notification
+// (nil: one no longer stored, whose type and title are left empty).
+func viewDelivery(d oncepush.Delivery, m *oncepush.StoredMessage) deliveryView {
 	v := deliveryView{
 		ID: d.ID, NotificationID: d.MessageID, Recipient: d.Recipient, OncepushID: d.NotificationID, DedupeKey: d.DedupKey,
 		Status: string(d.Status), Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt.UTC(),
-		FinishedAt: utcPtr(d.FinishedAt), Devices: []attemptView{},
+		FinishedAt: utcPtr(d.FinishedAt), MayHaveReachedTwice: d.MayHaveReachedTwice(), Devices: []attemptView{},
+	}
+	if m != nil {
+		v.Type, v.Title = m.Type, m.Title
 	}
 	if d.Status == oncepush.StatusPending {
 		next := d.NextAttemptAt.UTC()
@@ -256,7 +252,7 @@ func viewDelivery(d oncepush.Delivery) deliveryView {
 	for _, a := range d.Devices {
 		v.Devices = append(v.Devices, attemptView{
 			DeviceID: a.DeviceID, Transport: string(a.Transport), State: string(a.State), Submissions: a.Submissions,
-			Ambiguous: a.Ambiguous, ProviderID: a.ProviderID, Error: a.Error, FirstSentAt: utcPtr(a.FirstSentAt),
+			Ambiguous: a.Ambiguous, ReachedAtMost: a.ReachedAtMost(), ProviderID: a.ProviderID, Error: a.Error, FirstSentAt: utcPtr(a.FirstSentAt),
 			LastSentAt: utcPtr(a.LastSentAt), UpdatedAt: a.UpdatedAt.UTC(),
 		})
 	}
@@ -283,8 +279,8 @@ func (s *Server[TTx]) message(ctx context.Context, id int64) (*oncepush.StoredMe
 }
 
 // notificationSummary is an item of GET /v1/notifications: the content
-// without the data, and no counts (GET /v1/notifications/{id}, the
-// notificationView, has them).
+// without the data, where it stands and its deliveries by status (GET
+// /v1/notifications/{id}, the notificationView, adds the rest).
 type notificationSummary struct {
 	ID          int64     `json:"id"`
 	Type        string    `json:"type"`
@@ -295,13 +291,30 @@ type notificationSummary struct {
 	ScheduledAt time.Time `json:"scheduledAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
 	CreatedAt   time.Time `json:"createdAt"`
+	// Status is "pending" while a delivery is, else "done".
+	Status string         `json:"status"`
+	Counts map[string]int `json:"counts"`
 }
 
-func summarize(m *oncepush.StoredMessage) notificationSummary {
-	return notificationSummary{
+// summarize reads the message's delivery counts (one indexed read of its
+// deliveries) and makes its summary.
+func (s *Server[TTx]) summarize(ctx context.Context, m *oncepush.StoredMessage) (notificationSummary, error) {
+	counts, err := s.client.DeliveryCounts(ctx, m.ID)
+	if err != nil {
+		return notificationSummary{}, err
+	}
+	v := notificationSummary{
 		ID: m.ID, Type: m.Type, Title: m.Title, Body: m.Body, Category: m.Category, Ambiguity: string(m.Ambiguity),
 		ScheduledAt: m.ScheduledAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+		Status: string(oncepush.MessageDone), Counts: map[string]int{},
 	}
+	for _, st := range oncepush.DeliveryStatuses() {
+		v.Counts[string(st)] = counts[st]
+	}
+	if counts[oncepush.StatusPending] > 0 {
+		v.Status = string(oncepush.MessagePending)
+	}
+	return v, nil
 }
 
 type notificationPage struct {
@@ -315,8 +328,12 @@ func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
+	status, err := statusParam(v, true)
+	if err != nil {
+		return err
+	}
 	q := oncepush.MessageQuery{
-		Status: oncepush.MessageStatus(v.Get("status")), Category: v.Get("category"), DedupKey: v.Get("dedupeKey"),
+		Status: oncepush.MessageStatus(status), Category: v.Get("category"), DedupKey: v.Get("dedupeKey"),
 		Cursor: v.Get("cursor"), Limit: limit,
 	}
 	for _, t := range []struct {
@@ -342,7 +359,11 @@ func (s *Server[TTx]) listNotifications(w http.ResponseWriter, r *http.Request) 
 	}
 	out := notificationPage{Notifications: []notificationSummary{}}
 	for _, m := range page.Messages {
-		out.Notifications = append(out.Notifications, summarize(m))
+		sum, err := s.summarize(r.Context(), m)
+		if err != nil {
+			return err
+		}
+		out.Notifications = append(out.Notifications, sum)
 	}
 	if page.Next != "" {
 		out.NextCursor = &page.Next
@@ -389,10 +410,10 @@ func (s *Server[TTx]) listNotificationDeliveries(w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
-	return writeDeliveryPage(w, r, func(ctx context.Context, after int64, n int) ([]oncepush.Delivery, error) {
-		if _, err := s.message(ctx, id); err != nil {
-			return nil, err
-		}
+	if _, err := s.message(r.Context(), id); err != nil {
+		return err
+	}
+	return s.writeDeliveryPage(w, r, func(ctx context.Context, after int64, n int) ([]oncepush.Delivery, error) {
 		return s.client.MessageDeliveries(ctx, id, after, n)
 	})
 }
@@ -402,37 +423,125 @@ func (s *Server[TTx]) listRecipientDeliveries(w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	return writeDeliveryPage(w, r, func(ctx context.Context, before int64, n int) ([]oncepush.Delivery, error) {
+	return s.writeDeliveryPage(w, r, func(ctx context.Context, before int64, n int) ([]oncepush.Delivery, error) {
 		return s.client.RecipientDeliveries(ctx, recipient, before, n)
 	})
 }
 
-// writeDeliveryPage answers the page of deliveries that ?cursor= and ?limit=
-// ask for; list reads n deliveries from the cursor (0: from the start).
-func writeDeliveryPage(w http.ResponseWriter, r *http.Request, list func(ctx context.Context, cursor int64, n int) ([]oncepush.Delivery, error)) error {
+// statusScanMax bounds the deliveries one page with ?status= reads: a page
+// holds the matching deliveries among at most this many after its cursor,
+// so a page of a large fan-out answers in bounded time, and may hold fewer
+// than asked (even none) with a cursor to go on.
+const statusScanMax = 2000
+
+// writeDeliveryPage answers the page of deliveries that ?cursor=, ?limit=
+// and ?status= ask for; list reads n deliveries from the cursor (0: from
+// the start).
+func (s *Server[TTx]) writeDeliveryPage(w http.ResponseWriter, r *http.Request, list func(ctx context.Context, cursor int64, n int) ([]oncepush.Delivery, error)) error {
 	cursor, limit, err := pageParams(r)
 	if err != nil {
 		return err
 	}
-	ds, err := list(r.Context(), cursor, limit+1)
+	status, err := statusParam(r.URL.Query(), false)
 	if err != nil {
 		return err
 	}
-	return replyJSON(w, http.StatusOK, page(ds, limit))
+	var ds []oncepush.Delivery
+	var next int64
+	if status == "" {
+		if ds, err = list(r.Context(), cursor, limit+1); err != nil {
+			return err
+		}
+		if len(ds) > limit {
+			ds, next = ds[:limit], ds[limit-1].ID
+		}
+	} else if ds, next, err = deliveriesIn(r.Context(), list, oncepush.DeliveryStatus(status), cursor, limit); err != nil {
+		return err
+	}
+	p := deliveryPage{Deliveries: []deliveryView{}}
+	if next != 0 {
+		c := encodeCursor(deliveryCursor, next)
+		p.NextCursor = &c
+	}
+	msgs, err := s.messagesOf(r.Context(), ds)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		p.Deliveries = append(p.Deliveries, viewDelivery(d, msgs[d.MessageID]))
+	}
+	return replyJSON(w, http.StatusOK, p)
 }
 
-// page cuts one extra row off to learn whether there is a next page.
-func page(ds []oncepush.Delivery, limit int) deliveryPage {
-	p := deliveryPage{Deliveries: []deliveryView{}}
-	for i, d := range ds {
-		if i == limit {
-			c := encodeCursor(deliveryCursor, ds[limit-1].ID)
-			p.NextCursor = &c
-			break
+// deliveriesIn reads from the cursor until it has limit deliveries in the
+// status, the list ends, or it has read statusScanMax; next is the cursor
+// after the last delivery read, 0 when the list ended.
+func deliveriesIn(ctx context.Context, list func(ctx context.Context, cursor int64, n int) ([]oncepush.Delivery, error),
+	status oncepush.DeliveryStatus, cursor int64, limit int,
+) (kept []oncepush.Delivery, next int64, err error) {
+	const chunk = 250
+	for read := 0; read < statusScanMax; {
+		n := min(chunk, statusScanMax-read)
+		ds, err := list(ctx, cursor, n)
+		if err != nil {
+			return nil, 0, err
 		}
-		p.Deliveries = append(p.Deliveries, viewDelivery(d))
+		for _, d := range ds {
+			read++
+			cursor = d.ID
+			if d.Status != status {
+				continue
+			}
+			if kept = append(kept, d); len(kept) == limit {
+				return kept, cursor, nil
+			}
+		}
+		if len(ds) < n {
+			return kept, 0, nil
+		}
 	}
-	return p
+	return kept, cursor, nil
+}
+
+// messagesOf reads the notifications of the deliveries, by id, in one read.
+func (s *Server[TTx]) messagesOf(ctx context.Context, ds []oncepush.Delivery) (map[int64]*oncepush.StoredMessage, error) {
+	var ids []int64
+	for _, d := range ds {
+		if !slices.Contains(ids, d.MessageID) {
+			ids = append(ids, d.MessageID)
+		}
+	}
+	ms, err := s.client.MessagesByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]*oncepush.StoredMessage, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out, nil
+}
+
+// statusParam reads ?status=: a delivery status, or "" when absent; with
+// done, also "done" (no delivery pending), which only the notifications
+// list takes. An unknown value is refused naming the parameter and the
+// values it takes.
+func statusParam(q url.Values, done bool) (string, error) {
+	v := q.Get("status")
+	if v == "" {
+		return "", nil
+	}
+	var names []string
+	if done {
+		names = append(names, string(oncepush.MessageDone))
+	}
+	for _, st := range oncepush.DeliveryStatuses() {
+		names = append(names, string(st))
+	}
+	if !slices.Contains(names, v) {
+		return "", fieldProblem(CodeInvalidField, "status", fmt.Sprintf("must be one of %s; got %q", strings.Join(names, ", "), v))
+	}
+	return v, nil
 }
 
 // Page sizes.

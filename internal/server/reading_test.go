@@ -373,7 +373,7 @@ func TestListNotifications(t *testing.T) {
 		}
 		for query, field := range map[string]string{
 			"?cursor=nonsense":       "cursor",
-			"?status=sent":           "status",
+			"?status=delivered":      "status",
 			"?createdFrom=yesterday": "createdFrom",
 			"?limit=0":               "limit",
 		} {

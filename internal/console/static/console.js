@@ -119,13 +119,13 @@ function fmtAge(seconds) {
 
 const pct = (x) => `${(x * 100).toFixed(1)} %`;
 
-function table(head, rows, caption) {
+function table(head, rows, caption, className) {
   return el(
     "div",
     { className: "table" },
     el(
       "table",
-      {},
+      { className: className || "" },
       caption ? el("caption", { className: "hint" }, caption) : null,
       el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", className: h.num ? "num" : "" }, h.label ?? h)))),
       el("tbody", {}, rows),
@@ -133,95 +133,142 @@ function table(head, rows, caption) {
   );
 }
 
-// --- "sent twice?"
+// --- outcomes and "sent twice?"
 
-// verdictOf answers "was this sent twice?" for one delivery, in words.
-function verdictOf(d) {
-  const devs = d.devices || [];
-  const submitted = devs.reduce((n, a) => n + a.submissions, 0);
-  const twice = devs.filter((a) => a.submissions > 1);
-  const lost = devs.reduce((n, a) => n + a.ambiguous, 0);
-  if (submitted === 0) return { kind: "none", text: "Not sent to any device" };
-  if (twice.length > 0) {
-    const s = twice.map((a) => `device ${a.deviceId}: ${a.submissions} submissions${a.ambiguous ? `, ${a.ambiguous} answer(s) lost` : ""}`);
-    return { kind: "twice", text: `Sent twice: ${s.join("; ")}` };
-  }
-  if (lost > 0) return { kind: "maybe", text: `Sent once; the provider's answer was lost (${lost}), so it may have arrived or not` };
-  return { kind: "once", text: "Sent once to each device" };
+// What each delivery status means, in a word an operator scans for; the
+// ones that did not reach the recipient are marked (bad), in words too.
+const deliveryStatuses = ["pending", "sent", "failed", "ambiguous", "skipped", "no_devices", "expired", "canceled"];
+const statusWords = {
+  pending: "Pending", sent: "Sent", failed: "Failed", ambiguous: "Ambiguous", skipped: "Skipped",
+  no_devices: "No devices", expired: "Expired", canceled: "Canceled",
+};
+const badStatuses = ["failed", "ambiguous", "no_devices", "expired"];
+
+function statusBadge(status) {
+  return el("span", { className: `status${badStatuses.includes(status) ? " bad" : ""}`, "data-status": status }, statusWords[status] || status);
 }
 
+// countsText says a notification's counts in words, the bad ones first:
+// "2 failed · 1 no devices · 3 sent".
+function countsText(counts) {
+  const order = [...badStatuses, ...deliveryStatuses.filter((s) => !badStatuses.includes(s))];
+  return order.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${statusWords[s].toLowerCase()}`).join(" · ") || "no deliveries";
+}
+
+const needsAttention = (counts) => badStatuses.some((s) => counts[s] > 0);
+
+const devName = (a) => `device ${a.deviceId} (${a.transport})`;
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+
+// verdictOf says whether the delivery reached its devices, and how often,
+// by the server's count of the submissions that may have reached each
+// device (reachedAtMost): a submission refused with "retry later",
+// "rejected" or "invalid token" reached nothing, so a retry is no second
+// copy; a resend after a lost answer may be.
+function verdictOf(d) {
+  const devs = d.devices || [];
+  const twice = devs.filter((a) => a.reachedAtMost > 1);
+  if (twice.length) {
+    return { kind: "twice", text: `Maybe twice: ${twice.map(devName).join(" and ")} ${twice.length === 1 ? "was" : "were"} sent it again after an answer was lost, so it may have arrived twice (the same collapse id usually replaces the first)` };
+  }
+  if (!devs.some((a) => a.submissions > 0)) return { kind: "none", text: "Not sent: no device was submitted it" };
+  const reached = devs.filter((a) => a.reachedAtMost > 0);
+  if (!reached.length) return { kind: "refused", text: "Not received: every submission was refused by the provider" };
+  const unsure = reached.filter((a) => a.ambiguous > 0);
+  if (unsure.length) {
+    return { kind: "maybe", text: `At most once: the answer for ${unsure.map(devName).join(" and ")} was lost, so it may have arrived or not` };
+  }
+  const retried = reached.filter((a) => a.submissions > 1);
+  const after = retried.map((a) => `${devName(a)} took it after ${plural(a.submissions - 1, "refusal", "refusals")}, which reached nothing`);
+  return { kind: "once", text: `Sent once to each device that took it${after.length ? ` (${after.join("; ")})` : ""}` };
+}
+
+// attemptRows are the device attempts; each cell names its column
+// (data-label), which the phone layout shows beside the value.
 function attemptRows(d) {
   return (d.devices || []).map((a) =>
     el(
       "tr",
       { "data-device-id": a.deviceId },
-      el("td", { className: "num" }, a.deviceId),
-      el("td", {}, a.transport),
-      el("td", { className: "state" }, a.state),
-      el("td", { className: "num submissions" }, a.submissions),
-      el("td", { className: "num" }, a.ambiguous ? `${a.ambiguous} lost` : "0"),
-      el("td", { className: "mono provider-id" }, a.providerId || "—"),
-      el("td", { className: "attempt-error" }, a.error || "—"),
-      el("td", {}, fmtTime(a.firstSentAt)),
-      el("td", {}, fmtTime(a.lastSentAt)),
+      el("td", { className: "num", "data-label": "Device" }, `${a.deviceId} ${a.transport}`),
+      el("td", { className: "state", "data-label": "State" }, a.state),
+      el("td", { className: "num submissions", "data-label": "Submissions" }, a.submissions),
+      el("td", { className: "num lost", "data-label": "Answers lost" }, a.ambiguous),
+      el("td", { className: "mono provider-id", "data-label": "Provider id" }, a.providerId || "—"),
+      el("td", { className: "attempt-error", "data-label": "Provider said" }, a.error || "—"),
+      el("td", { "data-label": "Last sent" }, fmtTime(a.lastSentAt)),
     ),
   );
 }
 
 const attemptHead = [
-  { label: "Device", num: true }, "Transport", "State", { label: "Submissions", num: true }, { label: "Answers lost", num: true },
-  "Provider id", "Provider error", "First sent", "Last sent",
+  "Device", "State", { label: "Submissions", num: true }, { label: "Answers lost", num: true }, "Provider id", "Provider said", "Last sent",
 ];
 
 function deliveryCard(d, { showNotification = true, showRecipient = false } = {}) {
   const v = verdictOf(d);
+  // A sent delivery keeps the text of an earlier refusal, or of another
+  // device's: history, not why it failed, so it is not shown as its error.
+  const why = d.lastError && d.status !== "sent"
+    ? el("p", { className: "last-error" }, el("strong", {}, d.status === "pending" ? "Last answer: " : "Why: "), d.lastError)
+    : null;
   return el(
     "article",
-    { className: "delivery", "data-delivery-id": d.id, "aria-labelledby": `delivery-${d.id}` },
+    { className: "delivery", "data-delivery-id": d.id, "data-status": d.status, "aria-labelledby": `delivery-${d.id}` },
     el(
       "h3",
       { id: `delivery-${d.id}` },
-      `Delivery ${d.id} · `,
-      showNotification ? el("a", { href: `#/notification/${d.notificationId}` }, `notification ${d.notificationId}`) : null,
-      showRecipient ? el("a", { href: `#/recipient/${encodeURIComponent(d.recipient)}` }, `recipient ${d.recipient}`) : null,
-      ` · status: `,
-      el("span", { className: "status" }, d.status),
+      statusBadge(d.status), " ",
+      showNotification ? el("a", { href: `#/notification/${d.notificationId}` }, d.title || d.type || `notification ${d.notificationId}`) : d.title || d.type || "",
+      showRecipient ? [" to ", el("a", { href: `#/recipient/${encodeURIComponent(d.recipient)}` }, d.recipient)] : null,
+      el("span", { className: "hint" }, ` · delivery ${d.id}`),
     ),
-    el("p", { className: `verdict ${v.kind}`, "data-verdict": v.kind }, `Sent twice? ${v.text}.`),
+    el("p", { className: `verdict ${v.kind}`, "data-verdict": v.kind }, `${v.text}.`),
+    why,
     el(
-      "dl",
-      { className: "facts" },
-      el("dt", {}, "oncepush id"), el("dd", { className: "mono" }, d.oncepushId),
-      d.dedupeKey ? [el("dt", {}, "Dedup key"), el("dd", { className: "mono" }, d.dedupeKey)] : null,
-      el("dt", {}, "Created"), el("dd", {}, fmtTime(d.createdAt)),
-      d.finishedAt ? [el("dt", {}, "Finished"), el("dd", {}, fmtTime(d.finishedAt))] : null,
-      d.nextAttemptAt ? [el("dt", {}, "Next attempt"), el("dd", {}, fmtTime(d.nextAttemptAt))] : null,
-      el("dt", {}, "Attempts (retries)"), el("dd", {}, String(d.attempts)),
-      d.lastError ? [el("dt", {}, "Last error"), el("dd", { className: "last-error" }, d.lastError)] : null,
+      "details",
+      { className: "more" },
+      el("summary", {}, "Ids and times"),
+      el(
+        "dl",
+        { className: "facts" },
+        el("dt", {}, "oncepush id"), el("dd", { className: "mono" }, d.oncepushId),
+        d.dedupeKey ? [el("dt", {}, "Dedup key"), el("dd", { className: "mono" }, d.dedupeKey)] : null,
+        el("dt", {}, "Created"), el("dd", {}, fmtTime(d.createdAt)),
+        d.finishedAt ? [el("dt", {}, "Finished"), el("dd", {}, fmtTime(d.finishedAt))] : null,
+        d.nextAttemptAt ? [el("dt", {}, "Next attempt"), el("dd", {}, fmtTime(d.nextAttemptAt))] : null,
+        el("dt", {}, "Retries counted"), el("dd", {}, String(d.attempts)),
+        d.status === "sent" && d.lastError ? [el("dt", {}, "Earlier or other answer"), el("dd", { className: "earlier-error" }, d.lastError)] : null,
+      ),
     ),
-    d.devices.length ? table(attemptHead, attemptRows(d)) : el("p", { className: "hint" }, "No device attempt."),
+    d.devices.length ? table(attemptHead, attemptRows(d), null, "attempts") : null,
   );
 }
 
-// summaryOf answers "did we send this twice?" for a page of deliveries.
+// summaryOf answers "could a device have it twice?" for a page of
+// deliveries.
 function summaryOf(deliveries) {
-  const twice = deliveries.filter((d) => verdictOf(d).kind === "twice");
+  const ids = (ds) => ds.map((d) => d.id).join(", ");
+  const twice = deliveries.filter((d) => d.mayHaveReachedTwice);
   const maybe = deliveries.filter((d) => verdictOf(d).kind === "maybe");
   const byId = new Map();
-  for (const d of deliveries) byId.set(d.oncepushId, [...(byId.get(d.oncepushId) || []), d.id]);
-  const repeated = [...byId.values()].filter((ids) => ids.length > 1);
+  for (const d of deliveries.filter((d) => (d.devices || []).some((a) => a.reachedAtMost > 0))) {
+    byId.set(d.oncepushId, [...(byId.get(d.oncepushId) || []), d.id]);
+  }
+  const repeated = [...byId.values()].filter((ds) => ds.length > 1);
   const lines = [];
-  if (twice.length) lines.push(`Yes: ${twice.length} deliver${twice.length === 1 ? "y was" : "ies were"} submitted to a device more than once (delivery ${twice.map((d) => d.id).join(", ")}).`);
-  if (repeated.length) lines.push(`Yes: the same notification id is in several deliveries (deliveries ${repeated.map((ids) => ids.join(" and ")).join("; ")}).`);
-  if (maybe.length) lines.push(`Maybe: ${maybe.length} deliver${maybe.length === 1 ? "y has" : "ies have"} an answer lost (delivery ${maybe.map((d) => d.id).join(", ")}).`);
-  if (!lines.length) lines.push(`No: every device was submitted each notification at most once (${deliveries.length} deliveries on this page).`);
-  const kind = twice.length || repeated.length ? "twice" : maybe.length ? "maybe" : "once";
-  return el("div", { className: "summary", id: "twice-summary", "data-verdict": kind }, el("strong", {}, "Sent twice? "), lines.join(" "));
+  if (repeated.length) lines.push(`Yes: the same notification id reached a device in several deliveries (${repeated.map((ds) => ds.join(" and ")).join("; ")}).`);
+  if (twice.length) lines.push(`Maybe: ${plural(twice.length, "delivery was", "deliveries were")} sent to a device again after an answer was lost (${ids(twice)}).`);
+  if (maybe.length) lines.push(`At most once: ${plural(maybe.length, "delivery", "deliveries")} lost an answer and ${maybe.length === 1 ? "was" : "were"} not sent again (${ids(maybe)}).`);
+  if (!lines.length) lines.push(`No: each device got each notification at most once (${plural(deliveries.length, "delivery", "deliveries")} on this page; a retry after a refusal is not a second copy).`);
+  const kind = repeated.length || twice.length ? "twice" : maybe.length ? "maybe" : "once";
+  return el("div", { className: "summary", id: "twice-summary", "data-verdict": kind }, el("strong", {}, "Could a device have it twice? "), lines.join(" "));
 }
 
 // --- campaigns
 
 const CAMPAIGN_PAGE = 20; // campaigns per page of the list
+const DELIVERY_PAGE = 10; // deliveries per page of a notification's fan-out
 const campaignStatuses = ["draft", "scheduled", "sending", "completed", "interrupted", "canceled"];
 
 // What each status means, in words (the status is never a colour alone).
@@ -308,27 +355,35 @@ function totalsTable(rows, totals, head, caption) {
 const views = {
   async notifications(view, _arg, params) {
     const q = new URLSearchParams({ limit: "25" });
-    if (params.get("status")) q.set("status", params.get("status"));
+    const wanted = params.get("status") || "";
+    if (wanted) q.set("status", wanted);
     if (params.get("cursor")) q.set("cursor", params.get("cursor"));
     const page = await api("GET", `/v1/notifications?${q}`);
     const status = el("select", { id: "filter-status", name: "status" },
-      ["", "pending", "done"].map((s) => el("option", { value: s, selected: s === (params.get("status") || "") }, s || "any")));
-    const form = el("form", { id: "filter-form" }, el("label", { for: "filter-status" }, "Status"), status, el("button", { type: "submit" }, "Filter"));
+      [["", "any"], ["failed", "with a failed delivery"], ["ambiguous", "with an ambiguous delivery"], ["no_devices", "with a recipient without devices"],
+        ["expired", "with an expired delivery"], ["pending", "still being delivered"], ["done", "done"], ["sent", "with a sent delivery"],
+        ["skipped", "with a skipped delivery"], ["canceled", "with a canceled delivery"]]
+        .map(([v, label]) => el("option", { value: v, selected: v === wanted }, label)));
+    const form = el("form", { id: "filter-form" }, el("label", { for: "filter-status" }, "Show notifications"), status, el("button", { type: "submit" }, "Filter"));
     form.addEventListener("submit", (e) => {
       e.preventDefault();
-      location.hash = `#/notifications${status.value ? `?status=${status.value}` : ""}`;
+      location.hash = `#/notifications${status.value ? `?status=${encodeURIComponent(status.value)}` : ""}`;
     });
-    const rows = page.notifications.map((n) =>
-      el("tr", {},
+    const rows = page.notifications.map((n) => {
+      const bad = needsAttention(n.counts);
+      return el("tr", { "data-notification-id": n.id, "data-attention": String(bad), className: bad ? "attention" : "" },
         el("td", { className: "num" }, el("a", { href: `#/notification/${n.id}` }, String(n.id))),
-        el("td", {}, fmtTime(n.createdAt)), el("td", {}, n.type || "—"), el("td", {}, n.title || "—"),
-        el("td", {}, n.category || "—"), el("td", {}, n.ambiguity)));
+        el("td", {}, n.title || n.type || "—"),
+        el("td", { className: "state" }, n.status === "pending" ? "still being delivered" : "done"),
+        el("td", { className: "outcomes" }, bad ? el("strong", {}, "Needs a look: ") : null, countsText(n.counts)),
+        el("td", {}, fmtTime(n.createdAt)), el("td", {}, n.category || "—"));
+    });
     const next = page.nextCursor
-      ? el("p", {}, el("a", { href: `#/notifications?${new URLSearchParams({ ...(params.get("status") ? { status: params.get("status") } : {}), cursor: page.nextCursor })}` }, "Older notifications"))
+      ? el("p", {}, el("a", { href: `#/notifications?${new URLSearchParams({ ...(wanted ? { status: wanted } : {}), cursor: page.nextCursor })}` }, "Older notifications"))
       : null;
     fill(view,
       el("h1", {}, "Notifications, newest first"), form,
-      rows.length ? table(["Id", "Created", "Type", "Title", "Category", "Ambiguity policy"], rows) : el("p", {}, "No notification."),
+      rows.length ? table(["Id", "Title", "Status", "Deliveries", "Created", "Category"], rows) : el("p", { id: "no-notifications" }, wanted ? "No notification matches." : "No notification."),
       next,
     );
   },
@@ -370,11 +425,18 @@ const views = {
 
   async notification(view, arg, params) {
     const id = Number.parseInt(arg, 10);
-    const q = new URLSearchParams({ limit: "50" });
+    const wanted = params.get("status") || "";
+    const q = new URLSearchParams({ limit: String(DELIVERY_PAGE) });
+    if (wanted) q.set("status", wanted);
     if (params.get("cursor")) q.set("cursor", params.get("cursor"));
     const [n, page] = await Promise.all([api("GET", `/v1/notifications/${id}`), api("GET", `/v1/notifications/${id}/deliveries?${q}`)]);
-    const counts = Object.entries(n.counts).map(([st, c]) =>
-      el("tr", { "data-status": st }, el("td", {}, st), el("td", { className: "num count" }, c)));
+    const rowsAt = (st) => `#/notification/${id}${st ? `?status=${st}` : ""}`;
+    // The statuses with deliveries; all of them when none has any.
+    const shown = deliveryStatuses.filter((st) => n.counts[st] > 0);
+    const counts = (shown.length ? shown : deliveryStatuses).map((st) =>
+      el("tr", { "data-status": st, className: badStatuses.includes(st) && n.counts[st] > 0 ? "attention" : "" },
+        el("td", {}, statusWords[st]), el("td", { className: "num count" }, n.counts[st]),
+        el("td", {}, n.counts[st] > 0 ? el("a", { href: rowsAt(st) }, "show") : "")));
     const result = el("p", { id: "cancel-result", role: "status" }, notice);
     notice = "";
     const confirm = el("button", { type: "button", id: "cancel-confirm", className: "danger", hidden: true }, "Yes, cancel every pending delivery");
@@ -395,25 +457,48 @@ const views = {
       }
     });
     const pending = n.counts.pending || 0;
+    const total = deliveryStatuses.reduce((sum, st) => sum + n.counts[st], 0);
+    const rowsStatus = el("select", { id: "rows-status", name: "status" },
+      ["", ...deliveryStatuses].map((st) => el("option", { value: st, selected: st === wanted }, st ? statusWords[st] : "every status")));
+    const rowsForm = el("form", { id: "rows-form" }, el("label", { for: "rows-status" }, "Deliveries to show"), rowsStatus, el("button", { type: "submit" }, "Show"));
+    rowsForm.addEventListener("submit", (e) => {
+      e.preventDefault();
+      location.hash = rowsAt(rowsStatus.value);
+    });
+    const more = page.nextCursor
+      ? el("p", {}, el("a", { id: "deliveries-next", href: `#/notification/${id}?${new URLSearchParams({ ...(wanted ? { status: wanted } : {}), cursor: page.nextCursor })}` }, "Next deliveries"))
+      : null;
     fill(view,
       el("h1", {}, `Notification ${n.id}: `, el("span", {}, n.title || n.type || "(no title)")),
-      el("dl", { className: "facts" },
-        el("dt", {}, "Type"), el("dd", {}, n.type || "—"),
-        el("dt", {}, "Body"), el("dd", {}, n.body || "—"),
-        el("dt", {}, "Category"), el("dd", {}, n.category || "—"),
-        el("dt", {}, "Link"), el("dd", { className: "mono" }, n.link || "—"),
-        el("dt", {}, "Ambiguity policy"), el("dd", {}, n.ambiguity),
-        el("dt", {}, "Created"), el("dd", {}, fmtTime(n.createdAt)),
-        el("dt", {}, "Scheduled"), el("dd", {}, fmtTime(n.scheduledAt)),
-        el("dt", {}, "Expires"), el("dd", {}, fmtTime(n.expiresAt)),
-        el("dt", {}, "Ambiguous attempts"), el("dd", { id: "ambiguous-attempts" }, String(n.ambiguousAttempts))),
-      el("h2", {}, "Deliveries by status"),
-      table(["Status", { label: "Deliveries", num: true }], counts),
+      el("p", { className: `summary${needsAttention(n.counts) ? " bad" : ""}`, id: "outcome-summary" },
+        el("strong", {}, n.status === "pending" ? "Still being delivered: " : "Done: "),
+        `${plural(total, "recipient", "recipients")} — ${countsText(n.counts)}.`,
+        n.ambiguousAttempts ? ` ${plural(n.ambiguousAttempts, "device attempt", "device attempts")} lost an answer (maybe delivered).` : ""),
+      page.deliveries.length ? summaryOf(page.deliveries) : null,
+      el("div", { className: "totals" },
+        el("section", { "aria-labelledby": "counts-title" },
+          el("h2", { id: "counts-title" }, "Deliveries by status"),
+          table(["Status", { label: "Deliveries", num: true }, "Rows"], counts, shown.length ? "Statuses with no delivery are left out." : null)),
+        el("section", { "aria-labelledby": "facts-title" },
+          el("h2", { id: "facts-title" }, "Details"),
+          el("dl", { className: "facts" },
+            el("dt", {}, "Type"), el("dd", {}, n.type || "—"),
+            el("dt", {}, "Body"), el("dd", {}, n.body || "—"),
+            el("dt", {}, "Category"), el("dd", {}, n.category || "—"),
+            el("dt", {}, "Link"), el("dd", { className: "mono" }, n.link || "—"),
+            el("dt", {}, "Ambiguity policy"), el("dd", {}, n.ambiguity),
+            el("dt", {}, "Created"), el("dd", {}, fmtTime(n.createdAt)),
+            el("dt", {}, "Scheduled"), el("dd", {}, fmtTime(n.scheduledAt)),
+            el("dt", {}, "Expires"), el("dd", {}, fmtTime(n.expiresAt)),
+            el("dt", {}, "Ambiguous attempts"), el("dd", { id: "ambiguous-attempts" }, String(n.ambiguousAttempts))))),
       pending > 0 ? el("div", {}, ask, " ", confirm) : el("p", { className: "hint" }, "Nothing is pending: there is nothing to cancel."),
       result,
-      el("h2", {}, "Fan-out, in delivery order"),
-      page.deliveries.length ? page.deliveries.map((d) => deliveryCard(d, { showNotification: false, showRecipient: true })) : el("p", {}, "No delivery."),
-      page.nextCursor ? el("p", {}, el("a", { href: `#/notification/${id}?cursor=${page.nextCursor}` }, "More deliveries")) : null,
+      el("h2", {}, wanted ? `${statusWords[wanted]} deliveries, in delivery order` : "Deliveries, in delivery order"),
+      rowsForm,
+      page.deliveries.length
+        ? page.deliveries.map((d) => deliveryCard(d, { showNotification: false, showRecipient: true }))
+        : el("p", { id: "no-deliveries" }, page.nextCursor ? "None on this stretch of the list." : wanted ? `No ${statusWords[wanted].toLowerCase()} delivery.` : "No delivery."),
+      more,
     );
   },
 
