@@ -353,7 +353,8 @@ func TestBuildSubmissions(t *testing.T) {
 			t.Errorf("d%d dev%d: identity %+v", pr.d.row.ID, pr.dev.ID, s)
 		}
 		if s.Type != "invoice" || s.Category != "billing" || s.Title != "Paid" || s.Body != "Thanks" || s.Link != "/inv/1" ||
-			s.Image != "https://x/i.png" || !s.ExpiresAt.Equal(msg.ExpiresAt) || s.Device.ID != pr.dev.ID {
+			s.Image != "https://x/i.png" || !s.ExpiresAt.Equal(msg.ExpiresAt) ||
+			s.DeviceID != pr.dev.ID || s.Token != pr.dev.Token || s.Token == "" {
 			t.Errorf("d%d dev%d: content %+v", pr.d.row.ID, pr.dev.ID, s)
 		}
 		if wantResend := pr.dev.ID == 2; s.Resend != wantResend {

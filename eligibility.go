@@ -100,9 +100,3 @@ func ClaimTx[TTx any](ctx context.Context) (TTx, bool) {
 	tx, ok := ctx.Value(claimTxKey{}).(TTx)
 	return tx, ok
 }
-
-// Clock tells oncepush the time. Nil in Config means the database's own clock;
-// tests inject pushtest.Clock and move it.
-type Clock interface {
-	Now() time.Time
-}

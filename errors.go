@@ -7,18 +7,6 @@ import (
 	"github.com/oncepush/oncepush/driver"
 )
 
-// ValidationError reports input that oncepush refuses before writing anything.
-// Field names the offending input the way the HTTP API spells it ("title",
-// "recipients[3]", "data", "token").
-type ValidationError struct {
-	Field   string
-	Message string
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("oncepush: invalid %s: %s", e.Field, e.Message)
-}
-
 func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }

@@ -166,7 +166,7 @@ func TestTransportOutsideTheBuiltins(t *testing.T) {
 		t.Fatal(err)
 	}
 	subs := prov.Submissions()
-	if len(subs) != 1 || subs[0].Device.Token != "tp-PHONE-1" || subs[0].Device.ID == d.ID {
+	if len(subs) != 1 || subs[0].Token != "tp-PHONE-1" || subs[0].DeviceID == d.ID {
 		t.Fatalf("the testpush provider got %+v", subs)
 	}
 }

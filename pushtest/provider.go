@@ -6,39 +6,39 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/fakepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // AnswerFunc decides a fake provider's answer to one submission. It may block
 // (to hold a send in flight); it should honour ctx.
-type AnswerFunc func(ctx context.Context, s *oncepush.Submission) oncepush.Result
+type AnswerFunc func(ctx context.Context, s *provider.Submission) provider.Result
 
-// Provider is an in-process fake oncepush.Provider for one transport. It
+// Provider is an in-process fake provider.Provider for one transport. It
 // records every submission and answers with its AnswerFunc (by default: accepted,
 // with a provider id of "fake-N").
 type Provider struct {
-	transport oncepush.Transport
+	transport provider.Transport
 	seq       atomic.Int64
 
 	mu     sync.Mutex
-	subs   []oncepush.Submission
+	subs   []provider.Submission
 	answer AnswerFunc
 	notify chan struct{}
 }
 
 // NewProvider returns a fake provider for the transport that accepts everything.
-func NewProvider(t oncepush.Transport) *Provider {
+func NewProvider(t provider.Transport) *Provider {
 	return &Provider{transport: t, notify: make(chan struct{})}
 }
 
-var _ oncepush.Provider = (*Provider)(nil)
+var _ provider.Provider = (*Provider)(nil)
 
-// Transport implements oncepush.Provider.
-func (p *Provider) Transport() oncepush.Transport { return p.transport }
+// Transport implements provider.Provider.
+func (p *Provider) Transport() provider.Transport { return p.transport }
 
-// Send implements oncepush.Provider: it records the submission, then answers.
-func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+// Send implements provider.Provider: it records the submission, then answers.
+func (p *Provider) Send(ctx context.Context, s *provider.Submission) provider.Result {
 	p.mu.Lock()
 	p.subs = append(p.subs, *s)
 	answer := p.answer
@@ -48,7 +48,7 @@ func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	if answer != nil {
 		return answer(ctx, s)
 	}
-	return oncepush.Accepted(fmt.Sprintf("fake-%d", p.seq.Add(1)))
+	return provider.Accepted(fmt.Sprintf("fake-%d", p.seq.Add(1)))
 }
 
 // Answer sets how the provider answers from now on; nil restores "accept".
@@ -59,15 +59,15 @@ func (p *Provider) Answer(fn AnswerFunc) {
 }
 
 // AnswerAll answers every submission with r.
-func (p *Provider) AnswerAll(r oncepush.Result) {
-	p.Answer(func(context.Context, *oncepush.Submission) oncepush.Result { return r })
+func (p *Provider) AnswerAll(r provider.Result) {
+	p.Answer(func(context.Context, *provider.Submission) provider.Result { return r })
 }
 
 // Submissions returns a copy of every submission received, in arrival order.
-func (p *Provider) Submissions() []oncepush.Submission {
+func (p *Provider) Submissions() []provider.Submission {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]oncepush.Submission, len(p.subs))
+	out := make([]provider.Submission, len(p.subs))
 	copy(out, p.subs)
 	return out
 }
@@ -103,12 +103,12 @@ func (p *Provider) Reset() {
 func (p *Provider) Hold() (release func()) {
 	ch := make(chan struct{})
 	var once sync.Once
-	p.Answer(func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+	p.Answer(func(ctx context.Context, s *provider.Submission) provider.Result {
 		select {
 		case <-ch:
-			return oncepush.Accepted("held-" + s.SubmissionID)
+			return provider.Accepted("held-" + s.SubmissionID)
 		case <-ctx.Done():
-			return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "no answer after the request was written: " + ctx.Err().Error()}
+			return provider.Result{Outcome: provider.OutcomeMaybeSent, Text: "no answer after the request was written: " + ctx.Err().Error()}
 		}
 	})
 	return func() { once.Do(func() { close(ch) }) }

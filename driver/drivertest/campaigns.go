@@ -112,14 +112,15 @@ func (b *bundle[TTx]) recipientsNamed(prefix string, n int) []string {
 
 // deliveredOnce fails unless the fake FCM received exactly one submission
 // per recipient, each of the campaign's message.
-func deliveredOnce(t *testing.T, subs []oncepush.Submission, title string, recipients []string) {
+func (b *bundle[TTx]) deliveredOnce(subs []oncepush.Submission, title string, recipients []string) {
+	t := b.t
 	t.Helper()
 	got := map[string]int{}
 	for _, s := range subs {
 		if s.Title != title {
 			t.Fatalf("a submission of %q, want only %q", s.Title, title)
 		}
-		got[s.Device.Recipient]++
+		got[b.recipientOf(s)]++
 	}
 	for _, r := range recipients {
 		if got[r] != 1 {
@@ -199,7 +200,7 @@ func testCampaignLifecycle[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("ExpandCampaigns: %+v, want 3 written and 1 completed", st)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "draft two", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "draft two", rs)
 	got := b.campaign(c.ID)
 	if got.Status != oncepush.CampaignCompleted || got.Written != 3 || got.Recipients != 3 || got.Cursor != rs[2] || got.FinishedAt.IsZero() {
 		t.Fatalf("completed campaign: %+v", got)
@@ -296,7 +297,7 @@ func testCampaignPages[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	b.expand(b.client)
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "pages", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "pages", rs)
 }
 
 // testCampaignStartsOnce: a second starter that reaches the campaign while
@@ -355,7 +356,7 @@ func testCampaignStartsOnce[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("expanders wrote %d deliveries (%+v), want 40", n, stats)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "race", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "race", rs)
 	msgs, err := b.client.Messages(b.ctx, oncepush.MessageQuery{Limit: 10})
 	if err != nil || len(msgs.Messages) != 1 {
 		t.Fatalf("messages: %d (%v), want the campaign's one", len(msgs.Messages), err)
@@ -393,7 +394,7 @@ func testCampaignScheduledStartsOnce[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("started %v times, want once", started)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "scheduled", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "scheduled", rs)
 }
 
 // testCampaignResumesFromCursor: a batch that fails after k committed rolls
@@ -426,7 +427,7 @@ func testCampaignResumesFromCursor[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("resumed: %+v, want 15 written and completed", st)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "resume", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "resume", rs)
 	if got := b.campaign(c.ID); got.Tries != 0 || got.Totals.Sent != 35 {
 		t.Fatalf("completed: tries %d, totals %+v", got.Tries, *got.Totals)
 	}
@@ -470,7 +471,7 @@ func testCampaignInterrupted[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("resumed: %+v", st)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "interrupted", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "interrupted", rs)
 }
 
 // testCampaignTryInFlight: with one try allowed, another process's step
@@ -522,7 +523,7 @@ func testCampaignTryInFlight[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("after: %s, %d tries, last error %q; want completed, no try failed", got.Status, got.Tries, got.LastError)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "gap", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "gap", rs)
 }
 
 // testCampaignAbandonedTry: a try counted by a process that died before its
@@ -559,7 +560,7 @@ func testCampaignAbandonedTry[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("resumed: %+v", st)
 	}
 	b.drain()
-	deliveredOnce(t, b.fcm.Submissions(), "abandoned", rs)
+	b.deliveredOnce(b.fcm.Submissions(), "abandoned", rs)
 }
 
 // testCampaignTokens: a device audience with a filter, a malformed token
@@ -629,7 +630,7 @@ func testCampaignTokens[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatal(err)
 	}
 	b.drain()
-	deliveredOnce(t, append(b.fcm.Submissions(), b.apns.Submissions()...), "tokens", want)
+	b.deliveredOnce(append(b.fcm.Submissions(), b.apns.Submissions()...), "tokens", want)
 	wantSends(t, b.rus, 0, "a RuStore device outside the filter")
 	got := b.campaign(c.ID)
 	if got.MalformedTokens != 1 || got.DuplicateTokens != 1 {
@@ -715,7 +716,7 @@ func testCampaignPacing[TTx any](t *testing.T, h Harness[TTx]) {
 			campaign = append(campaign, s)
 		}
 	}
-	deliveredOnce(t, campaign, "paced", rs)
+	b.deliveredOnce(campaign, "paced", rs)
 }
 
 // testCampaignRecipientFillingABatch: a device audience read in pages
@@ -738,7 +739,7 @@ func testCampaignRecipientFillingABatch[TTx any](t *testing.T, h Harness[TTx]) {
 	b.drain()
 	perDevice := map[string]int{}
 	for _, s := range append(b.fcm.Submissions(), b.apns.Submissions()...) {
-		perDevice[string(s.Device.Token)]++
+		perDevice[string(s.Token)]++
 	}
 	if len(perDevice) != 9 {
 		t.Fatalf("%d devices reached, want 9: %v", len(perDevice), perDevice)
@@ -799,7 +800,7 @@ func testCampaignAtLocalTime[TTx any](t *testing.T, h Harness[TTx]) {
 	// Five devices, lt-berlin's two among them: each submitted once.
 	perDevice := map[oncepush.Token]int{}
 	for _, s := range b.fcm.Submissions() {
-		perDevice[s.Device.Token]++
+		perDevice[s.Token]++
 	}
 	if len(perDevice) != 5 || b.fcm.Count() != 5 {
 		t.Fatalf("%d submissions to %d devices, want 5 to 5", b.fcm.Count(), len(perDevice))
@@ -925,7 +926,7 @@ func testCampaignTokenMovedReachedOnce[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("the first batch: %+v, %v; want move-a and move-b written", st, err)
 	}
 	b.fcm.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
-		if s.Device.Token == retried.Token {
+		if s.Token == retried.Token {
 			return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 UNAVAILABLE"}
 		}
 		return oncepush.Accepted("accepted")
@@ -951,11 +952,11 @@ func testCampaignTokenMovedReachedOnce[TTx any](t *testing.T, h Harness[TTx]) {
 	accepted := map[oncepush.Token][]string{}
 	answeredRetry := false
 	for _, s := range b.fcm.Submissions() {
-		if s.Device.Token == retried.Token && !answeredRetry {
+		if s.Token == retried.Token && !answeredRetry {
 			answeredRetry = true // its first submission: not reached
 			continue
 		}
-		accepted[s.Device.Token] = append(accepted[s.Device.Token], s.NotificationID)
+		accepted[s.Token] = append(accepted[s.Token], s.NotificationID)
 	}
 	for what, tok := range map[string]oncepush.Token{"the token reached before it moved": reached.Token,
 		"the token answered retry before it moved": retried.Token, "move-z's own token": own.Token} {

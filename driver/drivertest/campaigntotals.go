@@ -81,6 +81,12 @@ func testCampaignTotalsAreTheRows[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	// Every outcome, by recipient: a dead token, a refusal, an answer lost
 	// (resent later and accepted), a retry (accepted the next time).
+	owner := map[oncepush.Token]string{}
+	for _, r := range rs {
+		for _, d := range b.devicesOf(r) {
+			owner[d.Token] = r
+		}
+	}
 	var mu sync.Mutex
 	tries := map[string]int{}
 	b.fcm.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
@@ -89,20 +95,21 @@ func testCampaignTotalsAreTheRows[TTx any](t *testing.T, h Harness[TTx]) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		tries[s.Device.Recipient]++
+		r := owner[s.Token]
+		tries[r]++
 		var i int
-		fmt.Sscanf(s.Device.Recipient, "tot-%d", &i)
+		fmt.Sscanf(r, "tot-%d", &i)
 		switch {
 		case i%8 == 1:
 			return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: "404 UNREGISTERED"}
 		case i%8 == 2:
 			return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "400 INVALID_ARGUMENT"}
-		case i%8 == 3 && tries[s.Device.Recipient] == 1:
+		case i%8 == 3 && tries[r] == 1:
 			return oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: "timeout"}
-		case i%8 == 4 && tries[s.Device.Recipient] == 1:
+		case i%8 == 4 && tries[r] == 1:
 			return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 UNAVAILABLE"}
 		}
-		return oncepush.Accepted("fcm-" + s.Device.Recipient)
+		return oncepush.Accepted("fcm-" + r)
 	})
 	// Transactional sends to the same people are not the campaign's.
 	if _, err := b.client.Send(b.ctx, rs[:20], msg("not the campaign"), nil); err != nil {

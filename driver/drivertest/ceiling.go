@@ -62,7 +62,7 @@ func testCampaignCeiling[TTx any](t *testing.T, h Harness[TTx]) {
 	if want := []int{10, 10, 10, 10, 5, 0, 0, 0}; !slices.Equal(perWindow, want) {
 		t.Fatalf("campaign submissions per 5 s window: %v, want %v", perWindow, want)
 	}
-	deliveredOnce(t, slices.DeleteFunc(b.fcm.Submissions(), func(s oncepush.Submission) bool { return s.Title == "urgent" }), "paced by the ceiling", rs)
+	b.deliveredOnce(slices.DeleteFunc(b.fcm.Submissions(), func(s oncepush.Submission) bool { return s.Title == "urgent" }), "paced by the ceiling", rs)
 	ds, err := b.drv.Exec().DeliveryListByMessage(b.ctx, b.campaign(c.ID).MessageID, 0, 100)
 	if err != nil {
 		t.Fatal(err)

@@ -293,6 +293,16 @@ func (b *bundle[TTx]) deliveries(recipient string) []oncepush.Delivery {
 	return ds
 }
 
+// recipientOf is the recipient of the delivery s was submitted for.
+func (b *bundle[TTx]) recipientOf(s oncepush.Submission) string {
+	b.t.Helper()
+	d, err := b.client.Delivery(b.ctx, s.DeliveryID)
+	if err != nil {
+		b.t.Fatalf("Delivery(%d): %v", s.DeliveryID, err)
+	}
+	return d.Recipient
+}
+
 // only returns the recipient's one delivery.
 func (b *bundle[TTx]) only(recipient string) oncepush.Delivery {
 	b.t.Helper()

@@ -136,7 +136,7 @@ func testSessions[TTx any](t *testing.T, h Harness[TTx]) {
 	b.send([]string{"r1"}, msg("after sign-out"), nil)
 	b.drain()
 	subs := b.fcm.Submissions()
-	if len(subs) != 1 || subs[0].Device.ID != tablet.ID {
+	if len(subs) != 1 || subs[0].DeviceID != tablet.ID {
 		t.Fatalf("after revoking the phone's session, sent to %+v; want the tablet only (phone %d)", subs, phone.ID)
 	}
 	// A registration racing in under the revoked session is refused.
@@ -264,12 +264,12 @@ func testSendToDevices[TTx any](t *testing.T, h Harness[TTx]) {
 	b.drain()
 	for tr, tok := range map[oncepush.Transport]oncepush.Token{oncepush.TransportFCM: fcmTok, oncepush.TransportAPNs: apnsTok} {
 		subs := b.fakes[tr].Submissions()
-		if len(subs) != 1 || subs[0].Device.Token != tok {
+		if len(subs) != 1 || subs[0].Token != tok {
 			t.Fatalf("%s got %d submissions (%+v), want one to the token", tr, len(subs), subs)
 		}
 		r := b.deviceRecipient(tr, tok)
-		if subs[0].Device.Recipient != r {
-			t.Fatalf("%s: submitted under recipient %q, want the implicit %q", tr, subs[0].Device.Recipient, r)
+		if got := b.recipientOf(subs[0]); got != r {
+			t.Fatalf("%s: submitted under recipient %q, want the implicit %q", tr, got, r)
 		}
 		wantStatus(t, b.only(r), oncepush.StatusSent)
 	}
@@ -349,7 +349,7 @@ func testSendToDevices[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	b.wantNoDirectWrites(fresh)
 	b.drain()
-	if subs := b.fcm.Submissions(); len(subs) != 1 || subs[0].Device.Recipient != "alice" {
+	if subs := b.fcm.Submissions(); len(subs) != 1 || b.recipientOf(subs[0]) != "alice" {
 		t.Fatalf("after the transaction: %+v, want alice's send only", subs)
 	}
 }
@@ -431,8 +431,8 @@ func testDeviceRecipientUnreachable[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatalf("FCM got %d submissions, want the 2 direct sends", len(subs))
 	}
 	for _, s := range subs {
-		if s.Device.Token != tok || !strings.HasPrefix(s.Title, "direct") {
-			t.Fatalf("a submission of %q to %s, want only the direct sends to their token", s.Title, oncepush.MaskToken(string(s.Device.Token)))
+		if s.Token != tok || !strings.HasPrefix(s.Title, "direct") {
+			t.Fatalf("a submission of %q to %s, want only the direct sends to their token", s.Title, oncepush.MaskToken(string(s.Token)))
 		}
 	}
 	if ds := b.deliveries(implicit); len(ds) != 2 {

@@ -235,21 +235,23 @@ func testConcurrentSendsBoundsTheProcess[TTx any](t *testing.T, h Harness[TTx]) 
 		}
 	}
 	var started enginetest.Counter
-	hold := func(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-		mu.Lock()
-		inFlight[s.Device.Transport]++
-		most[s.Device.Transport] = max(most[s.Device.Transport], inFlight[s.Device.Transport])
-		mu.Unlock()
-		started.Add()
-		signal()
-		<-release
-		mu.Lock()
-		inFlight[s.Device.Transport]--
-		mu.Unlock()
-		return oncepush.Accepted("ok")
+	hold := func(tr oncepush.Transport) func(context.Context, *oncepush.Submission) oncepush.Result {
+		return func(context.Context, *oncepush.Submission) oncepush.Result {
+			mu.Lock()
+			inFlight[tr]++
+			most[tr] = max(most[tr], inFlight[tr])
+			mu.Unlock()
+			started.Add()
+			signal()
+			<-release
+			mu.Lock()
+			inFlight[tr]--
+			mu.Unlock()
+			return oncepush.Accepted("ok")
+		}
 	}
-	b.fcm.Answer(hold)
-	b.apns.Answer(hold)
+	b.fcm.Answer(hold(oncepush.TransportFCM))
+	b.apns.Answer(hold(oncepush.TransportAPNs))
 	var waiting enginetest.Counter
 	hooks := &enginetest.Hooks{OnWaitingForSlots: func(int) { waiting.Add(); signal() }}
 	b.send(names, msg("bounded"), nil)

@@ -260,10 +260,10 @@ func testReRegisteredTokenSamePair[TTx any](t *testing.T, h Harness[TTx]) {
 	b.fcm.AnswerAll(lost)
 	var apnsCalls atomic.Int32
 	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
-		if s.Device.Recipient == "resend" && apnsCalls.Add(1) > 1 {
+		if s.Token == resendDev.Token && apnsCalls.Add(1) > 1 {
 			return oncepush.Accepted("second")
 		}
-		if s.Device.Recipient == "resend" {
+		if s.Token == resendDev.Token {
 			return lost
 		}
 		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "503 ServiceUnavailable"}
@@ -274,7 +274,7 @@ func testReRegisteredTokenSamePair[TTx any](t *testing.T, h Harness[TTx]) {
 	first := b.apns.Submissions()
 	var firstResend oncepush.Submission
 	for _, s := range first {
-		if s.Device.Recipient == "resend" {
+		if s.Token == resendDev.Token {
 			firstResend = s
 		}
 	}
@@ -297,7 +297,7 @@ func testReRegisteredTokenSamePair[TTx any](t *testing.T, h Harness[TTx]) {
 	wantSends(t, b.fcm, 1, "the at-most-once pair after its token registered again")
 	var resends []oncepush.Submission
 	for _, s := range b.apns.Submissions() {
-		if s.Device.Recipient == "resend" {
+		if s.Token == resendDev.Token {
 			resends = append(resends, s)
 		}
 	}
@@ -523,10 +523,10 @@ func testForeignTextIsRedacted[TTx any](t *testing.T, h Harness[TTx]) {
 	apnsDev := b.register("r2", oncepush.TransportAPNs)[0]
 	b.fcm.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
 		return oncepush.Result{Outcome: oncepush.OutcomeRejected,
-			Text: "400 no such token " + string(s.Device.Token) + " \x1b[31mred\x1b[0m\r\nforged: line \u202eevil"}
+			Text: "400 no such token " + string(s.Token) + " \x1b[31mred\x1b[0m\r\nforged: line \u202eevil"}
 	})
 	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
-		panic("cannot send to " + string(s.Device.Token) + "\x1b[2J")
+		panic("cannot send to " + string(s.Token) + "\x1b[2J")
 	})
 	b.send([]string{"r1", "r2"}, msg("echo"), nil)
 	b.drain()
@@ -564,7 +564,7 @@ func testTokenEchoedInAnyCaseIsRedacted[TTx any](t *testing.T, h Harness[TTx]) {
 		t.Fatal(err)
 	}
 	b.apns.Answer(func(_ context.Context, s *oncepush.Submission) oncepush.Result {
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "400 no such token " + strings.ToUpper(string(s.Device.Token))}
+		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "400 no such token " + strings.ToUpper(string(s.Token))}
 	})
 	b.send([]string{"r1"}, msg("echo"), nil)
 	b.drain()

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // ControlPrefix is where a Server serves its control endpoints: HTTP
@@ -42,7 +42,7 @@ const ControlPrefix = "/_fake/"
 
 // ControlRequest is a Request as GET /_fake/requests returns it.
 type ControlRequest struct {
-	Transport      oncepush.Transport `json:"transport"`
+	Transport      provider.Transport `json:"transport"`
 	Token          string             `json:"token"`
 	CollapseID     string             `json:"collapseId"`
 	NotificationID string             `json:"notificationId"`
@@ -66,7 +66,7 @@ type ControlRequest struct {
 // read in pages (after = the last Seq read).
 type ControlReceipt struct {
 	Seq            int64              `json:"seq"`
-	Transport      oncepush.Transport `json:"transport"`
+	Transport      provider.Transport `json:"transport"`
 	Token          string             `json:"token"`
 	CollapseID     string             `json:"collapseId"`
 	NotificationID string             `json:"notificationId"`
@@ -83,7 +83,7 @@ type ControlReceipt struct {
 // transport's requests without a program of their own draw from, as
 // Server.Mix takes them. No choices clears the mix.
 type ControlMix struct {
-	Transport oncepush.Transport `json:"transport"`
+	Transport provider.Transport `json:"transport"`
 	Seed      uint64             `json:"seed"`
 	Choices   []ControlChoice    `json:"choices"`
 }
@@ -100,7 +100,7 @@ type ControlChoice struct {
 // program). For Web Push the token is the subscription's endpoint id (the
 // "id" of ControlSubscription).
 type ControlProgram struct {
-	Transport oncepush.Transport `json:"transport"`
+	Transport provider.Transport `json:"transport"`
 	Token     string             `json:"token"`
 	Answers   []ControlAnswer    `json:"answers"`
 }
@@ -123,7 +123,7 @@ type ControlAnswer struct {
 // ControlLatency is the body of POST /_fake/latency: every answer of the
 // transport is delayed by LatencyMs (0 removes the delay).
 type ControlLatency struct {
-	Transport oncepush.Transport `json:"transport"`
+	Transport provider.Transport `json:"transport"`
 	LatencyMs int64              `json:"latencyMs"`
 }
 
@@ -234,7 +234,7 @@ func (s *Server) registerControl() {
 func (s *Server) controlRequests(w http.ResponseWriter, r *http.Request) {
 	var reqs []Request
 	if t := r.URL.Query().Get("transport"); t != "" {
-		tr, err := s.controlTransport("transport", oncepush.Transport(t))
+		tr, err := s.controlTransport("transport", provider.Transport(t))
 		if err != nil {
 			controlError(w, http.StatusBadRequest, err.Error())
 			return
@@ -364,7 +364,7 @@ func (s *Server) controlLatency(w http.ResponseWriter, r *http.Request) {
 }
 
 // controlTransport checks that the fake speaks t.
-func (s *Server) controlTransport(field string, t oncepush.Transport) (oncepush.Transport, error) {
+func (s *Server) controlTransport(field string, t provider.Transport) (provider.Transport, error) {
 	if _, ok := s.speaks[t]; !ok {
 		return "", fmt.Errorf("%s: %q is not one of %s", field, t, s.list)
 	}
@@ -372,16 +372,16 @@ func (s *Server) controlTransport(field string, t oncepush.Transport) (oncepush.
 }
 
 // controlBody is a control request's body that names a transport.
-type controlBody interface{ transport() oncepush.Transport }
+type controlBody interface{ transport() provider.Transport }
 
-func (m *ControlMix) transport() oncepush.Transport     { return m.Transport }
-func (p *ControlProgram) transport() oncepush.Transport { return p.Transport }
-func (l *ControlLatency) transport() oncepush.Transport { return l.Transport }
+func (m *ControlMix) transport() provider.Transport     { return m.Transport }
+func (p *ControlProgram) transport() provider.Transport { return p.Transport }
+func (l *ControlLatency) transport() provider.Transport { return l.Transport }
 
 // controlDecodeFor decodes a body that names a transport (controlDecode)
 // and checks that the fake speaks it. Not ok: the client has been answered
 // 400 naming what is wrong.
-func (s *Server) controlDecodeFor(w http.ResponseWriter, r *http.Request, v controlBody) (tr oncepush.Transport, ok bool) {
+func (s *Server) controlDecodeFor(w http.ResponseWriter, r *http.Request, v controlBody) (tr provider.Transport, ok bool) {
 	if err := controlDecode(w, r, v); err != nil {
 		controlError(w, http.StatusBadRequest, err.Error())
 		return "", false

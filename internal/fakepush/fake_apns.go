@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fakeAPNs speaks APNs's HTTP/2 provider API with token authentication:
@@ -49,7 +49,7 @@ type fakeAPNs struct {
 const fakeAPNsMaxPayload = 4096
 
 // apns is the server's APNs state.
-func (s *Server) apns() *fakeAPNs { return s.speaks[oncepush.TransportAPNs].(*fakeAPNs) }
+func (s *Server) apns() *fakeAPNs { return s.speaks[provider.TransportAPNs].(*fakeAPNs) }
 
 func newFakeAPNs(s *Server) *fakeAPNs {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -120,7 +120,7 @@ func (f *fakeAPNs) handle(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
 	apnsID := r.Header.Get("apns-id")
 	req := Request{
-		Transport:  oncepush.TransportAPNs,
+		Transport:  provider.TransportAPNs,
 		Token:      token,
 		CollapseID: r.Header.Get("apns-collapse-id"),
 		APNsID:     apnsID,

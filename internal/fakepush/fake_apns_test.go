@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 const apnsToken = "8f1d0e6a1c3b5d7f9e2a4c6e8b0d2f4a6c8e0a2b4d6f8a0c2e4a6b8d0f2a4c6e"
@@ -126,7 +126,7 @@ func TestFakeAPNsAccepts(t *testing.T) {
 	if ans.status != 200 || len(ans.body) != 0 || ans.header.Get("apns-id") != id {
 		t.Fatalf("answer %d %q apns-id %q, want 200, empty body, apns-id echoed", ans.status, ans.body, ans.header.Get("apns-id"))
 	}
-	reqs := s.RequestsFor(oncepush.TransportAPNs)
+	reqs := s.RequestsFor(provider.TransportAPNs)
 	if len(reqs) != 1 {
 		t.Fatalf("recorded %d requests, want 1", len(reqs))
 	}
@@ -146,7 +146,7 @@ func TestFakeAPNsAccepts(t *testing.T) {
 	if ans.status != 200 || !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(made) {
 		t.Fatalf("answer %d apns-id %q, want 200 and a lowercase UUID", ans.status, made)
 	}
-	if got := s.RequestsFor(oncepush.TransportAPNs)[1].APNsID; got != made {
+	if got := s.RequestsFor(provider.TransportAPNs)[1].APNsID; got != made {
 		t.Fatalf("recorded apns-id %q, answered %q", got, made)
 	}
 	if n := s.APNsTokensSeen(); n != 1 {
@@ -236,7 +236,7 @@ func TestFakeAPNsProtocolErrorsAreRecorded(t *testing.T) {
 			if ans.status != tt.status || ans.reason != tt.reason {
 				t.Fatalf("answer %d %q, want %d %q", ans.status, ans.reason, tt.status, tt.reason)
 			}
-			reqs := s.RequestsFor(oncepush.TransportAPNs)
+			reqs := s.RequestsFor(provider.TransportAPNs)
 			if len(reqs) != i+1 || reqs[i].Status != tt.status {
 				t.Fatalf("recorded %d requests (last %+v), want %d, the last with status %d", len(reqs), reqs[len(reqs)-1], i+1, tt.status)
 			}
@@ -249,7 +249,7 @@ func TestFakeAPNsProgrammedAnswers(t *testing.T) {
 	s := StartForTest(t, nil)
 	auth := "bearer " + validJWT(t, s).String()
 	before := time.Now().Truncate(time.Millisecond)
-	s.Program(oncepush.TransportAPNs, apnsToken, APNsError(410, "Unregistered"), APNsError(400, "BadTopic"))
+	s.Program(provider.TransportAPNs, apnsToken, APNsError(410, "Unregistered"), APNsError(400, "BadTopic"))
 	ans := post(t, s, apnsCall{client: h2Client(s), auth: auth})
 	var body struct {
 		Reason    string
@@ -268,7 +268,7 @@ func TestFakeAPNsProgrammedAnswers(t *testing.T) {
 	if n := s.Count(); n != 2 {
 		t.Fatalf("recorded %d requests, want 2", n)
 	}
-	if got := s.RequestsFor(oncepush.TransportAPNs)[0].Status; got != 410 {
+	if got := s.RequestsFor(provider.TransportAPNs)[0].Status; got != 410 {
 		t.Fatalf("recorded status %d, want 410", got)
 	}
 }

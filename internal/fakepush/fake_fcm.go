@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fakeFCM is the fake FCM HTTP v1 send API (under /fcm, and at FCM's own
@@ -63,7 +63,7 @@ const (
 )
 
 // fcm is the server's FCM state.
-func (s *Server) fcm() *fakeFCM { return s.speaks[oncepush.TransportFCM].(*fakeFCM) }
+func (s *Server) fcm() *fakeFCM { return s.speaks[provider.TransportFCM].(*fakeFCM) }
 
 func newFakeFCM(s *Server) *fakeFCM {
 	f := &fakeFCM{
@@ -443,7 +443,7 @@ func (f *fakeFCM) send(w http.ResponseWriter, r *http.Request) {
 	}
 	m := req.Message
 	rec := Request{
-		Transport:      oncepush.TransportFCM,
+		Transport:      provider.TransportFCM,
 		Token:          m.Token,
 		NotificationID: m.Data["oncepush_id"],
 		Payload:        body,

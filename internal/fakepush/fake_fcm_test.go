@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fcmAccount is the part of a service-account file a token request needs.
@@ -176,7 +176,7 @@ func TestFakeFCMRequiresItsAccessToken(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"name":"projects/proj-a/messages/`) {
 		t.Fatalf("valid send: %d %s", status, body)
 	}
-	reqs := fake.RequestsFor(oncepush.TransportFCM)
+	reqs := fake.RequestsFor(provider.TransportFCM)
 	if len(reqs) != 1 || reqs[0].Token != "device-1" || reqs[0].CollapseID != "c1" || reqs[0].NotificationID != "n1" {
 		t.Fatalf("recorded %+v", reqs)
 	}
@@ -255,7 +255,7 @@ func TestFakeFCMAnswersAsGoogleThroughItsConnectProxy(t *testing.T) {
 			t.Fatalf("FCM's own path: %s %d %s", resp.Proto, resp.StatusCode, body)
 		}
 	}
-	reqs := fake.RequestsFor(oncepush.TransportFCM)
+	reqs := fake.RequestsFor(provider.TransportFCM)
 	if len(reqs) != 2 || reqs[0].NotificationID != "n1" || reqs[0].RemoteAddr != reqs[1].RemoteAddr {
 		t.Fatalf("recorded %+v; want two requests on one connection", reqs)
 	}

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fakeRuStore is the fake RuStore (VK Push) send API under /rustore. It
@@ -20,7 +20,7 @@ type fakeRuStore struct {
 }
 
 // rustore is the server's RuStore state.
-func (s *Server) rustore() *fakeRuStore { return s.speaks[oncepush.TransportRuStore].(*fakeRuStore) }
+func (s *Server) rustore() *fakeRuStore { return s.speaks[provider.TransportRuStore].(*fakeRuStore) }
 
 func newFakeRuStore(s *Server) *fakeRuStore {
 	f := &fakeRuStore{s: s, token: rand.Text() + rand.Text()}
@@ -92,7 +92,7 @@ func (f *fakeRuStore) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.s.serve(w, r, Request{
-		Transport:      oncepush.TransportRuStore,
+		Transport:      provider.TransportRuStore,
 		Token:          m.Token,
 		NotificationID: m.Data["oncepush_id"],
 		Payload:        body,

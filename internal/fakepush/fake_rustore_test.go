@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
@@ -25,7 +25,7 @@ func TestFakeRuStoreRequiresServiceToken(t *testing.T) {
 	if status, body := send(fake.RuStoreToken()); status != http.StatusOK || body != "{}" {
 		t.Fatalf("valid send: %d %s, want 200 {}", status, body)
 	}
-	reqs := fake.RequestsFor(oncepush.TransportRuStore)
+	reqs := fake.RequestsFor(provider.TransportRuStore)
 	if len(reqs) != 1 || reqs[0].Token != "device-1" || reqs[0].NotificationID != "n1" {
 		t.Fatalf("recorded %+v", reqs)
 	}

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fakeWebPush is a push service as RFC 8030 describes it, for subscriptions
@@ -60,7 +60,7 @@ const (
 )
 
 // webpush is the server's WebPush state.
-func (s *Server) webpush() *fakeWebPush { return s.speaks[oncepush.TransportWebPush].(*fakeWebPush) }
+func (s *Server) webpush() *fakeWebPush { return s.speaks[provider.TransportWebPush].(*fakeWebPush) }
 
 func newFakeWebPush(s *Server) *fakeWebPush {
 	f := &fakeWebPush{s: s, subs: map[string]*fakeSubscription{}, vapidOK: map[string]time.Time{}}
@@ -68,7 +68,7 @@ func newFakeWebPush(s *Server) *fakeWebPush {
 	// The control endpoint (ControlPrefix) for a new subscription.
 	s.mux.HandleFunc("POST /_fake/webpush/subscriptions", func(w http.ResponseWriter, r *http.Request) {
 		token := s.NewWebPushSubscription()
-		sub, err := oncepush.ParseWebPushSubscription(string(token))
+		sub, err := provider.ParseWebPushSubscription(string(token))
 		if err != nil { // our own subscription always parses
 			controlError(w, http.StatusInternalServerError, err.Error())
 			return
@@ -76,7 +76,7 @@ func newFakeWebPush(s *Server) *fakeWebPush {
 		if r.URL.Query().Get("as") == "device" {
 			// The body of PUT /v1/recipients/{recipient}/devices, for a
 			// shell that has curl and no JSON tool.
-			controlJSON(w, http.StatusCreated, map[string]string{"transport": string(oncepush.TransportWebPush), "token": string(token)})
+			controlJSON(w, http.StatusCreated, map[string]string{"transport": string(provider.TransportWebPush), "token": string(token)})
 			return
 		}
 		id := strings.TrimPrefix(sub.Endpoint, s.URL+"/webpush/")
@@ -91,7 +91,7 @@ func newFakeWebPush(s *Server) *fakeWebPush {
 // URL+"/webpush/<id>". It returns the subscription as a Web Push device token.
 // The <id> is the Request.Token of requests to it, and the token to
 // Program answers for.
-func (s *Server) NewWebPushSubscription() oncepush.Token {
+func (s *Server) NewWebPushSubscription() provider.Token {
 	key, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		panic("pushtest: generate P-256 key: " + err.Error())
@@ -106,7 +106,7 @@ func (s *Server) NewWebPushSubscription() oncepush.Token {
 	s.webpush().subs[id] = &fakeSubscription{key: key, auth: auth}
 	s.webpush().mu.Unlock()
 
-	sub := &oncepush.WebPushSubscription{
+	sub := &provider.WebPushSubscription{
 		Endpoint: s.URL + "/webpush/" + id,
 		P256dh:   key.PublicKey().Bytes(),
 		Auth:     auth,
@@ -181,7 +181,7 @@ func (f *fakeWebPush) push(w http.ResponseWriter, r *http.Request) {
 	sub := f.subs[id]
 	f.mu.Unlock()
 	req := Request{
-		Transport:  oncepush.TransportWebPush,
+		Transport:  provider.TransportWebPush,
 		Token:      id,
 		CollapseID: r.Header.Get("Topic"),
 		Header:     r.Header,

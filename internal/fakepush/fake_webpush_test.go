@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // RFC 8291 Appendix A, base64url.
@@ -203,7 +203,7 @@ func TestFakeWebPushProtocol(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(resp.Header.Get("Location"), s.URL+"/webpush/msg/") {
 		t.Fatalf("good push: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	reqs := s.RequestsFor(oncepush.TransportWebPush)
+	reqs := s.RequestsFor(provider.TransportWebPush)
 	if len(reqs) != 1 {
 		t.Fatalf("recorded %d requests, want 1", len(reqs))
 	}
@@ -229,7 +229,7 @@ func TestNewWebPushSubscription(t *testing.T) {
 	if a == b {
 		t.Fatal("two subscriptions are equal")
 	}
-	sub, err := oncepush.ParseWebPushSubscription(string(a))
+	sub, err := provider.ParseWebPushSubscription(string(a))
 	if err != nil {
 		t.Fatalf("the token does not parse as a Web Push subscription: %v", err)
 	}

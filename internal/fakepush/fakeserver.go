@@ -32,7 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // Server is one local HTTPS server (HTTP/2, with a certificate of its own)
@@ -79,14 +79,14 @@ type Server struct {
 	settled  int // requests answered or dropped (what Count counts)
 	stats    Stats
 	programs map[programKey][]Answer
-	mixes    map[oncepush.Transport]*fakeMix
-	latency  map[oncepush.Transport]time.Duration
+	mixes    map[provider.Transport]*fakeMix
+	latency  map[provider.Transport]time.Duration
 	notify   chan struct{}
 
-	clock oncepush.Clock // nil: the wall clock
+	clock provider.Clock // nil: the wall clock
 
 	// speaks holds each protocol's state (fake_<transport>.go), by transport.
-	speaks map[oncepush.Transport]any
+	speaks map[provider.Transport]any
 	// list names the transports spoken, for errors: "fcm, apns, webpush, rustore".
 	list string
 }
@@ -97,15 +97,15 @@ type Server struct {
 // deadToken is the provider's own answer for a token that is no longer
 // valid (DeadTokenAnswer).
 var protocols = []struct {
-	transport oncepush.Transport
+	transport provider.Transport
 	start     func(*Server) any
 	deadToken Answer
 }{
-	{oncepush.TransportFCM, func(s *Server) any { return newFakeFCM(s) },
+	{provider.TransportFCM, func(s *Server) any { return newFakeFCM(s) },
 		FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED")},
-	{oncepush.TransportAPNs, func(s *Server) any { return newFakeAPNs(s) }, APNsError(410, "Unregistered")},
-	{oncepush.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }, WebPushError(410)},
-	{oncepush.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) },
+	{provider.TransportAPNs, func(s *Server) any { return newFakeAPNs(s) }, APNsError(410, "Unregistered")},
+	{provider.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }, WebPushError(410)},
+	{provider.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) },
 		RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")},
 }
 
@@ -113,7 +113,7 @@ var protocols = []struct {
 // longer valid (the app uninstalled, the subscription gone): the answer that
 // makes the engine delete the device. It panics for a transport the fake
 // does not speak.
-func DeadTokenAnswer(t oncepush.Transport) Answer {
+func DeadTokenAnswer(t provider.Transport) Answer {
 	for _, p := range protocols {
 		if p.transport == t {
 			return p.deadToken
@@ -123,7 +123,7 @@ func DeadTokenAnswer(t oncepush.Transport) Answer {
 }
 
 type programKey struct {
-	transport oncepush.Transport
+	transport provider.Transport
 	token     string
 }
 
@@ -150,7 +150,7 @@ type Request struct {
 	// Seq numbers the requests in arrival order, from 1, for the server's
 	// whole life (Reset does not start it again).
 	Seq       int64
-	Transport oncepush.Transport
+	Transport provider.Transport
 	// Token is the device token the request was for (for Web Push: the
 	// subscription endpoint's id under /webpush/).
 	Token string
@@ -213,7 +213,7 @@ type Options struct {
 	// the clock of the client under test (oncepush.Config.Clock), which the
 	// providers also tell time by. Nil: the wall clock. Programmed latency is
 	// real time whatever the clock.
-	Clock oncepush.Clock
+	Clock provider.Clock
 	// CertNames are host names the server's certificate names besides
 	// 127.0.0.1, ::1 and localhost: for a client that cannot be pointed at
 	// the fake and dials a provider's real host through a tunnel to it
@@ -266,11 +266,11 @@ func Start(opts *Options) (*Server, error) {
 		held:     map[int64]struct{}{},
 		firstSeq: 1,
 		programs: map[programKey][]Answer{},
-		mixes:    map[oncepush.Transport]*fakeMix{},
-		latency:  map[oncepush.Transport]time.Duration{},
+		mixes:    map[provider.Transport]*fakeMix{},
+		latency:  map[provider.Transport]time.Duration{},
 		notify:   make(chan struct{}),
 		clock:    opts.Clock,
-		speaks:   map[oncepush.Transport]any{},
+		speaks:   map[provider.Transport]any{},
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pushtest: no fake provider serves "+r.URL.Path, http.StatusNotFound)
@@ -344,8 +344,8 @@ func selfSigned(names []string) (tls.Certificate, error) {
 }
 
 // Transports are the transports the fake speaks, in their documented order.
-func (s *Server) Transports() []oncepush.Transport {
-	out := make([]oncepush.Transport, len(protocols))
+func (s *Server) Transports() []provider.Transport {
+	out := make([]provider.Transport, len(protocols))
 	for i, p := range protocols {
 		out[i] = p.transport
 	}
@@ -396,7 +396,7 @@ func (s *Server) Client() *http.Client { return s.srv.Client() }
 // Program sets the answers for a transport's token (token "" = every token of
 // the transport without a program of its own). Answers are used in order; the
 // last one keeps answering. No answers clears the program.
-func (s *Server) Program(t oncepush.Transport, token string, answers ...Answer) {
+func (s *Server) Program(t provider.Transport, token string, answers ...Answer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := programKey{t, token}
@@ -408,7 +408,7 @@ func (s *Server) Program(t oncepush.Transport, token string, answers ...Answer) 
 }
 
 // SetLatency delays every answer of the transport by d (programmed latency adds to it).
-func (s *Server) SetLatency(t oncepush.Transport, d time.Duration) {
+func (s *Server) SetLatency(t provider.Transport, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.latency[t] = d
@@ -422,7 +422,7 @@ func (s *Server) Requests() []Request {
 }
 
 // RequestsFor returns the requests of one transport, as Requests does.
-func (s *Server) RequestsFor(t oncepush.Transport) []Request {
+func (s *Server) RequestsFor(t provider.Transport) []Request {
 	return s.requestsWhere(func(r *Request) bool {
 		return r.Transport == t && (r.Fate == FateAnswered || r.Fate == FateDropped)
 	})
@@ -525,13 +525,13 @@ func (s *Server) Reset() {
 	s.settled = 0
 	s.stats = Stats{}
 	s.programs = map[programKey][]Answer{}
-	s.mixes = map[oncepush.Transport]*fakeMix{}
-	s.latency = map[oncepush.Transport]time.Duration{}
+	s.mixes = map[provider.Transport]*fakeMix{}
+	s.latency = map[provider.Transport]time.Duration{}
 }
 
 // next pops the programmed answer for (transport, token), if any: the
 // token's own program, else the transport's, else a draw from its mix.
-func (s *Server) next(t oncepush.Transport, token string) (Answer, time.Duration, bool) {
+func (s *Server) next(t provider.Transport, token string) (Answer, time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lat := s.latency[t]

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // Choice is one answer of a mix (Server.Mix), drawn with probability
@@ -40,7 +40,7 @@ func (m *fakeMix) draw() Answer {
 // source seeded with seed, so a mix draws the same sequence of answers for
 // the same sequence of requests. No choices clears the mix; a weight that is
 // not positive is an error.
-func (s *Server) Mix(t oncepush.Transport, seed uint64, choices ...Choice) error {
+func (s *Server) Mix(t provider.Transport, seed uint64, choices ...Choice) error {
 	total := 0
 	for i, c := range choices {
 		if c.Weight <= 0 {

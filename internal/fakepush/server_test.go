@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // parsePKCS8PEM reads a private key the fake handed out (what names it for
@@ -75,7 +75,7 @@ func rustorePost(ctx context.Context, fake *Server, token string) (int, error) {
 func TestFakeRecordsAtArrival(t *testing.T) {
 	t.Parallel()
 	fake := StartForTest(t, nil)
-	fake.Program(oncepush.TransportRuStore, "held-1", Answer{Latency: time.Hour})
+	fake.Program(provider.TransportRuStore, "held-1", Answer{Latency: time.Hour})
 
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -143,13 +143,13 @@ func TestFakeMix(t *testing.T) {
 	t.Parallel()
 	draws := func(seed uint64) []int {
 		fake := StartForTest(t, nil)
-		if err := fake.Mix(oncepush.TransportRuStore, seed,
+		if err := fake.Mix(provider.TransportRuStore, seed,
 			Choice{Weight: 3, Answer: Answer{}},
 			Choice{Weight: 1, Answer: RuStoreError(503, "UNAVAILABLE", "busy")},
 		); err != nil {
 			t.Fatal(err)
 		}
-		fake.Program(oncepush.TransportRuStore, "programmed", Answer{Status: 418, Body: "teapot"})
+		fake.Program(provider.TransportRuStore, "programmed", Answer{Status: 418, Body: "teapot"})
 		var out []int
 		for i := range 200 {
 			status, err := rustorePost(t.Context(), fake, fmt.Sprintf("device-%03d", i))
@@ -178,7 +178,7 @@ func TestFakeMix(t *testing.T) {
 	}
 
 	fake := StartForTest(t, nil)
-	if err := fake.Mix(oncepush.TransportFCM, 1, Choice{Weight: 0}); err == nil {
+	if err := fake.Mix(provider.TransportFCM, 1, Choice{Weight: 0}); err == nil {
 		t.Error("a zero weight was accepted")
 	}
 }

@@ -247,7 +247,7 @@ func TestFifthTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	built := sections["testpush"].(*testpushSection).built
-	if subs := built.Submissions(); len(subs) != 1 || subs[0].Device.Token != "tp-1" || subs[0].Title != "five" {
+	if subs := built.Submissions(); len(subs) != 1 || subs[0].Token != "tp-1" || subs[0].Title != "five" {
 		t.Fatalf("its provider was sent %+v", subs)
 	}
 

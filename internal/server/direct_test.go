@@ -50,15 +50,18 @@ func TestDirectSend(t *testing.T) {
 
 		e.drain()
 		for _, p := range []struct {
-			fake  interface{ Submissions() []oncepush.Submission }
+			fake interface {
+				Submissions() []oncepush.Submission
+				Transport() oncepush.Transport
+			}
 			token string
 			key   string // the token's key: apns in lower case, webpush its endpoint
 		}{{e.fcm, fcm, fcm}, {e.apns, apns, apns}, {e.web, web, sub["endpoint"].(string)}} {
 			subs := p.fake.Submissions()
-			if len(subs) != 1 || string(subs[0].Device.Token) != p.token {
+			if len(subs) != 1 || string(subs[0].Token) != p.token {
 				t.Fatalf("%d submissions to %s, want one to its token", len(subs), p.token[:12])
 			}
-			r := implicitRecipient(subs[0].Device.Transport, p.key)
+			r := implicitRecipient(p.fake.Transport(), p.key)
 			ds := e.deliveries("/v1/recipients/" + r + "/deliveries")
 			if len(ds) != 1 || ds[0].NotificationID != first.ID || ds[0].Status != "sent" {
 				t.Fatalf("%s's deliveries: %+v, want the one sent", r, ds)
@@ -81,7 +84,7 @@ func TestDirectSendKeepsRegisteredTokens(t *testing.T) {
 		e.unchanged(t, before, "a refused direct send")
 		e.send(e.admin, obj{"recipients": []string{"alice"}, "title": "Still hers"})
 		e.drain()
-		if subs := e.fcm.Submissions(); len(subs) != 1 || subs[0].Device.Recipient != "alice" || string(subs[0].Device.Token) != tok {
+		if subs := e.fcm.Submissions(); len(subs) != 1 || string(subs[0].Token) != tok {
 			t.Fatalf("submissions %+v, want alice's one to her token", subs)
 		}
 	})

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
@@ -22,10 +22,10 @@ type apnsError struct {
 
 // classify maps an APNs answer to an outcome. expired reports 403
 // ExpiredProviderToken, which Send answers by renewing the JWT once.
-func (p *Provider) classify(resp *httpsend.Response, sentID string, s *oncepush.Submission) (res oncepush.Result, expired bool) {
+func (p *Provider) classify(resp *httpsend.Response, sentID string, s *provider.Submission) (res provider.Result, expired bool) {
 	if resp.Status >= 200 && resp.Status < 300 {
 		p.observe(false, s)
-		return oncepush.Accepted(cmp.Or(resp.Text(resp.Header.Get("apns-id")), sentID)), false
+		return provider.Accepted(cmp.Or(resp.Text(resp.Header.Get("apns-id")), sentID)), false
 	}
 	var e apnsError
 	_ = json.Unmarshal(resp.Body, &e) // a body that is not APNs JSON still has a status
@@ -36,51 +36,51 @@ func (p *Provider) classify(resp *httpsend.Response, sentID string, s *oncepush.
 	switch e.Reason {
 	case "Unregistered", "ExpiredToken", "DeviceTokenNotForTopic":
 		p.observe(false, s)
-		res.Outcome = oncepush.OutcomeInvalidToken
+		res.Outcome = provider.OutcomeInvalidToken
 		return res, false
 	case "BadDeviceToken":
 		if p.observe(true, s) {
-			res.Outcome = oncepush.OutcomeRejected
+			res.Outcome = provider.OutcomeRejected
 			res.Text += " (not deleting: most tokens fail this way; check sandbox/production)"
 		} else {
-			res.Outcome = oncepush.OutcomeInvalidToken
+			res.Outcome = provider.OutcomeInvalidToken
 		}
 		return res, false
 	case "ExpiredProviderToken":
-		res.Outcome = oncepush.OutcomeRetry
+		res.Outcome = provider.OutcomeRetry
 		return res, true
 	case "TooManyRequests":
 		// Too many notifications to this one device: only its retry waits.
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 		return res, false
 	case "TooManyProviderTokenUpdates":
 		// About our key, so about every send.
-		res.Outcome, res.RetryAfter, res.Throttle = oncepush.OutcomeRetry, retryAfter, true
+		res.Outcome, res.RetryAfter, res.Throttle = provider.OutcomeRetry, retryAfter, true
 		return res, false
 	case "InternalServerError", "ServiceUnavailable", "Shutdown", "IdleTimeout":
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 		return res, false
 	}
 	switch {
 	case resp.Status == http.StatusGone:
 		p.observe(false, s)
-		res.Outcome = oncepush.OutcomeInvalidToken
+		res.Outcome = provider.OutcomeInvalidToken
 	case resp.Status == http.StatusForbidden:
 		// InvalidProviderToken, MissingProviderToken, BadCertificate,
 		// BadCertificateEnvironment, Forbidden: our credentials. Every send
 		// will fail the same way until someone fixes the configuration.
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 		p.alertCredentials(resp.Status, e.Reason)
 	case resp.Status == http.StatusTooManyRequests:
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	case resp.Status >= 500:
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	default:
 		// The other 4xx (BadCollapseId, BadExpirationDate, BadMessageId,
 		// BadPriority, BadTopic, DuplicateHeaders, InvalidPushType,
 		// MissingTopic, PayloadEmpty, TopicDisallowed, 413 PayloadTooLarge…)
 		// are about this message, and anything else APNs never sends.
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 	}
 	return res, false
 }
@@ -106,7 +106,7 @@ func answerText(status int, e apnsError, body []byte) string {
 // observe feeds one answer about a device token into the safeguard and
 // reports whether BadDeviceToken answers dominate the window, logging when
 // that starts, every window while it lasts, and when it ends.
-func (p *Provider) observe(badDeviceToken bool, s *oncepush.Submission) (tripped bool) {
+func (p *Provider) observe(badDeviceToken bool, s *provider.Submission) (tripped bool) {
 	v := p.guard.observe(badDeviceToken)
 	if v.alert {
 		p.log.Error("most APNs device tokens come back BadDeviceToken: keeping them instead of deleting; "+
@@ -114,7 +114,7 @@ func (p *Provider) observe(badDeviceToken bool, s *oncepush.Submission) (tripped
 			slog.String("environment", p.env),
 			slog.Int("bad_device_token", v.bad),
 			slog.Int("answers", v.seen),
-			slog.Int64("device_id", s.Device.ID))
+			slog.Int64("device_id", s.DeviceID))
 	}
 	if v.recovered {
 		p.log.Warn("APNs BadDeviceToken answers are a minority again: invalid tokens are deleted again",

@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
@@ -120,8 +120,8 @@ type Config struct {
 	TLSConfig *tls.Config
 	// Clock gives the time for the JWT's "iat", its refresh and Retry-After
 	// dates; nil means the clock of the oncepush.Client the provider serves
-	// (oncepush.ClockUser), else the wall clock.
-	Clock oncepush.Clock
+	// (provider.ClockUser), else the wall clock.
+	Clock provider.Clock
 	// Logger receives configuration alerts; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -179,7 +179,7 @@ type Provider struct {
 	alerts    *alertLimiter
 }
 
-var _ oncepush.Provider = (*Provider)(nil)
+var _ provider.Provider = (*Provider)(nil)
 
 // New checks cfg and returns a Provider. The error, a *ConfigError, names the
 // field to fix.
@@ -241,7 +241,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 
 	clock := timesource.New(cfg.Clock)
-	logger := cmp.Or(cfg.Logger, slog.Default()).With(slog.String("transport", string(oncepush.TransportAPNs)))
+	logger := cmp.Or(cfg.Logger, slog.Default()).With(slog.String("transport", string(provider.TransportAPNs)))
 	transport := httpsend.NewTransport(cfg.TLSConfig, nil)
 	return &Provider{
 		deviceURL: host + "/3/device/",
@@ -259,12 +259,12 @@ func New(cfg Config) (*Provider, error) {
 	}, nil
 }
 
-// UseClock implements oncepush.ClockUser: the client's clock, unless
+// UseClock implements provider.ClockUser: the client's clock, unless
 // Config.Clock was set.
-func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
+func (p *Provider) UseClock(c provider.Clock) { p.clock.Use(c) }
 
-// Transport implements oncepush.Provider.
-func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportAPNs }
+// Transport implements provider.Provider.
+func (p *Provider) Transport() provider.Transport { return provider.TransportAPNs }
 
 // Close closes the provider's idle connections. Sends still in flight finish.
 func (p *Provider) Close() error {
@@ -272,19 +272,19 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// Send implements oncepush.Provider: one POST to /3/device/<token>, and one
+// Send implements provider.Provider: one POST to /3/device/<token>, and one
 // more if APNs answers that the provider JWT expired. What APNs says comes
 // back without the device token or a JWT in it (httpsend.Redact).
-func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-	return httpsend.RedactResult(p.send(ctx, s), string(s.Device.Token), strings.ToLower(string(s.Device.Token)))
+func (p *Provider) Send(ctx context.Context, s *provider.Submission) provider.Result {
+	return httpsend.RedactResult(p.send(ctx, s), string(s.Token), strings.ToLower(string(s.Token)))
 }
 
-func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-	token := strings.ToLower(string(s.Device.Token))
+func (p *Provider) send(ctx context.Context, s *provider.Submission) provider.Result {
+	token := strings.ToLower(string(s.Token))
 	if !isHex(token) {
 		// Registration only accepts hexadecimal tokens, so this one can
 		// never be delivered; APNs would answer BadDeviceToken.
-		return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: "device token is not hexadecimal"}
+		return provider.Result{Outcome: provider.OutcomeInvalidToken, Text: "device token is not hexadecimal"}
 	}
 	if len(s.CollapseID) > MaxCollapseIDBytes {
 		return rejected("apns-collapse-id is %d bytes; APNs allows %d", len(s.CollapseID), MaxCollapseIDBytes)
@@ -306,7 +306,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 	}
 	jwt, err := p.jwt.current()
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	res, expired := p.post(ctx, token, s, body, jwt)
 	if !expired || ctx.Err() != nil {
@@ -331,10 +331,10 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 
 // post makes one request and classifies its answer; expired reports a 403
 // ExpiredProviderToken.
-func (p *Provider) post(ctx context.Context, token string, s *oncepush.Submission, body []byte, jwt string) (res oncepush.Result, expired bool) {
+func (p *Provider) post(ctx context.Context, token string, s *provider.Submission, body []byte, jwt string) (res provider.Result, expired bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.deviceURL+token, bytes.NewReader(body))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: cannot build the request"}, false
+		return provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: cannot build the request"}, false
 	}
 	h := req.Header
 	h.Set("authorization", "bearer "+jwt)
@@ -359,8 +359,8 @@ func (p *Provider) post(ctx context.Context, token string, s *oncepush.Submissio
 	return p.classify(resp, apnsID, s)
 }
 
-func rejected(format string, args ...any) oncepush.Result {
-	return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: fmt.Sprintf(format, args...)}
+func rejected(format string, args ...any) provider.Result {
+	return provider.Result{Outcome: provider.OutcomeRejected, Text: fmt.Sprintf(format, args...)}
 }
 
 func checkAppleID(field, v, what string) error {

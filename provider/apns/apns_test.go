@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/pushtest"
@@ -78,22 +78,20 @@ func deviceToken(i int) string {
 }
 
 // submission is a typical alert for device i.
-func submission(i int) *oncepush.Submission {
+func submission(i int) *provider.Submission {
 	id := fmt.Sprintf("%032x", i+1000)
-	return &oncepush.Submission{
+	return &provider.Submission{
 		NotificationID: id,
 		CollapseID:     id,
-		SubmissionID:   oncepush.SubmissionID(int64(1000+i), oncepush.TransportAPNs, strconv.Itoa(i)),
+		SubmissionID:   fmt.Sprintf("6f6e6365-7075-5368-8a1d-%012x", 1000+i), // a UUID v5, as the engine's
 		DeliveryID:     int64(1000 + i),
-		Device: oncepush.Device{
-			ID: int64(i), Recipient: "u_8831", Transport: oncepush.TransportAPNs,
-			Token: oncepush.Token(deviceToken(i)),
-		},
-		Type:      "order_shipped",
-		Title:     "Your order shipped",
-		Body:      "It arrives on Tuesday.",
-		Data:      map[string]string{"oncepush_id": id, "order": "42"},
-		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+		DeviceID:       int64(i),
+		Token:          provider.Token(deviceToken(i)),
+		Type:           "order_shipped",
+		Title:          "Your order shipped",
+		Body:           "It arrives on Tuesday.",
+		Data:           map[string]string{"oncepush_id": id, "order": "42"},
+		ExpiresAt:      time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
 }
 
@@ -182,7 +180,7 @@ func TestReadKeyFile(t *testing.T) {
 		t.Fatalf("New with the key read from a file: %v", err)
 	}
 	defer p.Close()
-	if res := p.Send(t.Context(), submission(1)); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(t.Context(), submission(1)); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("send with the key read from a file: %v %q", res.Outcome, res.Text)
 	}
 	if _, err := apns.ReadKeyFile(filepath.Join(t.TempDir(), "missing.p8")); !errors.Is(err, fs.ErrNotExist) {
@@ -208,10 +206,10 @@ func TestSendAccepted(t *testing.T) {
 	data := maps.Clone(s.Data)
 
 	res := p.Send(t.Context(), s)
-	if res.Outcome != oncepush.OutcomeAccepted {
+	if res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
 	}
-	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
+	reqs := b.fake.RequestsFor(provider.TransportAPNs)
 	if len(reqs) != 1 {
 		t.Fatalf("fake recorded %d requests, want 1", len(reqs))
 	}
@@ -234,8 +232,8 @@ func TestProviderIDIsTheAnsweredAPNsID(t *testing.T) {
 	s := submission(1)
 	s.SubmissionID = "" // APNs makes one up and answers it
 	res := p.Send(t.Context(), s)
-	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
-	if res.Outcome != oncepush.OutcomeAccepted || len(reqs) != 1 {
+	reqs := b.fake.RequestsFor(provider.TransportAPNs)
+	if res.Outcome != provider.OutcomeAccepted || len(reqs) != 1 {
 		t.Fatalf("Send: %v %q with %d requests, want accepted once", res.Outcome, res.Text, len(reqs))
 	}
 	if reqs[0].Header.Get("apns-id") != "" {
@@ -261,11 +259,11 @@ func TestHeaders(t *testing.T) {
 			p, _ := setupWith(t, fake, func(c *apns.Config) { c.PushType = tt.pushType; c.Topic = "com.example." + tt.pushType })
 			s := submission(i)
 			s.SubmissionID = strings.ToUpper(s.SubmissionID) // sent in lowercase regardless
-			if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(t.Context(), s); res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("Send: %v %q", res.Outcome, res.Text)
 			}
 			var h http.Header
-			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+			for _, r := range fake.RequestsFor(provider.TransportAPNs) {
 				if r.Token == deviceToken(i) {
 					h = r.Header
 				}
@@ -298,10 +296,10 @@ func TestOptionalHeadersOmitted(t *testing.T) {
 	p, b := setup(t)
 	s := submission(1)
 	s.CollapseID, s.ExpiresAt = "", time.Time{}
-	if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(t.Context(), s); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("Send: %v %q", res.Outcome, res.Text)
 	}
-	h := b.fake.RequestsFor(oncepush.TransportAPNs)[0].Header
+	h := b.fake.RequestsFor(provider.TransportAPNs)[0].Header
 	for _, k := range []string{"apns-collapse-id", "apns-expiration"} {
 		if v, ok := h[http.CanonicalHeaderKey(k)]; ok {
 			t.Errorf("%s = %q sent for an empty value", k, v)
@@ -321,19 +319,19 @@ func TestPayload(t *testing.T) {
 	tests := []struct {
 		name     string
 		pushType string
-		edit     func(*oncepush.Submission)
+		edit     func(*provider.Submission)
 		wantAPS  aps
 		wantTop  map[string]string // top-level keys besides aps
 	}{
 		{
 			name:    "alert",
-			edit:    func(*oncepush.Submission) {},
+			edit:    func(*provider.Submission) {},
 			wantAPS: aps{Alert: map[string]string{"title": "Your order shipped", "body": "It arrives on Tuesday."}, Sound: "default"},
 			wantTop: map[string]string{"oncepush_id": "", "order": "42"},
 		},
 		{
 			name: "link and image",
-			edit: func(s *oncepush.Submission) {
+			edit: func(s *provider.Submission) {
 				s.Link = "/orders/42"
 				s.Image = "https://cdn.example.com/parcel.png"
 				s.Title = "Tom & Jerry <3"
@@ -343,14 +341,14 @@ func TestPayload(t *testing.T) {
 		},
 		{
 			name:    "body only",
-			edit:    func(s *oncepush.Submission) { s.Title = "" },
+			edit:    func(s *provider.Submission) { s.Title = "" },
 			wantAPS: aps{Alert: map[string]string{"body": "It arrives on Tuesday."}, Sound: "default"},
 			wantTop: map[string]string{"oncepush_id": "", "order": "42"},
 		},
 		{
 			name:     "background",
 			pushType: apns.PushTypeBackground,
-			edit:     func(*oncepush.Submission) {},
+			edit:     func(*provider.Submission) {},
 			wantAPS:  aps{ContentAvailable: 1},
 			wantTop:  map[string]string{"oncepush_id": "", "order": "42", "oncepush_title": "Your order shipped", "oncepush_body": "It arrives on Tuesday."},
 		},
@@ -361,11 +359,11 @@ func TestPayload(t *testing.T) {
 			p, _ := setupWith(t, fake, func(c *apns.Config) { c.PushType = tt.pushType })
 			s := submission(i)
 			tt.edit(s)
-			if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(t.Context(), s); res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("Send: %v %q", res.Outcome, res.Text)
 			}
 			var raw []byte
-			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+			for _, r := range fake.RequestsFor(provider.TransportAPNs) {
 				if r.Token == deviceToken(i) {
 					raw = r.Payload
 				}
@@ -411,17 +409,17 @@ func TestRejectedWithoutRequest(t *testing.T) {
 	fake := pushtest.NewFakeServer(t)
 	tests := []struct {
 		name string
-		edit func(*oncepush.Submission)
-		want oncepush.Outcome
+		edit func(*provider.Submission)
+		want provider.Outcome
 	}{
-		{"payload over 4096 bytes", func(s *oncepush.Submission) {
+		{"payload over 4096 bytes", func(s *provider.Submission) {
 			s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": strings.Repeat("x", 4000)}
-		}, oncepush.OutcomeRejected},
-		{"collapse id over 64 bytes", func(s *oncepush.Submission) { s.CollapseID = strings.Repeat("c", 65) }, oncepush.OutcomeRejected},
-		{"data key aps", func(s *oncepush.Submission) {
+		}, provider.OutcomeRejected},
+		{"collapse id over 64 bytes", func(s *provider.Submission) { s.CollapseID = strings.Repeat("c", 65) }, provider.OutcomeRejected},
+		{"data key aps", func(s *provider.Submission) {
 			s.Data = map[string]string{"oncepush_id": s.NotificationID, "aps": "{}"}
-		}, oncepush.OutcomeRejected},
-		{"token not hexadecimal", func(s *oncepush.Submission) { s.Device.Token = "not-a-token/../../x" }, oncepush.OutcomeInvalidToken},
+		}, provider.OutcomeRejected},
+		{"token not hexadecimal", func(s *provider.Submission) { s.Token = "not-a-token/../../x" }, provider.OutcomeInvalidToken},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -433,7 +431,7 @@ func TestRejectedWithoutRequest(t *testing.T) {
 			if res.Outcome != tt.want || res.Text == "" {
 				t.Fatalf("Send: %v %q, want %v with a text", res.Outcome, res.Text, tt.want)
 			}
-			for _, r := range fake.RequestsFor(oncepush.TransportAPNs) {
+			for _, r := range fake.RequestsFor(provider.TransportAPNs) {
 				if r.Token == deviceToken(i) {
 					t.Fatalf("a request reached the fake for %s", tt.name)
 				}
@@ -444,7 +442,7 @@ func TestRejectedWithoutRequest(t *testing.T) {
 	p, _ := setupWith(t, fake)
 	s := submission(100)
 	s.CollapseID = strings.Repeat("c", 64)
-	if res := p.Send(t.Context(), s); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(t.Context(), s); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("64-byte collapse id: %v %q, want accepted", res.Outcome, res.Text)
 	}
 }
@@ -455,22 +453,22 @@ func TestPayloadAtTheLimitIsSent(t *testing.T) {
 	s := submission(1)
 	s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": ""}
 	// Grow the blob until the payload is exactly 4096 bytes, then one more.
-	probe := func(n int) oncepush.Result {
+	probe := func(n int) provider.Result {
 		s.Data = map[string]string{"oncepush_id": s.NotificationID, "blob": strings.Repeat("x", n)}
 		return p.Send(t.Context(), s)
 	}
-	if res := probe(0); res.Outcome != oncepush.OutcomeAccepted {
+	if res := probe(0); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("small payload: %v %q", res.Outcome, res.Text)
 	}
-	base := len(b.fake.RequestsFor(oncepush.TransportAPNs)[0].Payload)
-	if res := probe(apns.MaxPayloadBytes - base); res.Outcome != oncepush.OutcomeAccepted {
+	base := len(b.fake.RequestsFor(provider.TransportAPNs)[0].Payload)
+	if res := probe(apns.MaxPayloadBytes - base); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("4096-byte payload: %v %q, want accepted", res.Outcome, res.Text)
 	}
-	reqs := b.fake.RequestsFor(oncepush.TransportAPNs)
+	reqs := b.fake.RequestsFor(provider.TransportAPNs)
 	if n := len(reqs[len(reqs)-1].Payload); n != apns.MaxPayloadBytes {
 		t.Fatalf("payload was %d bytes, the test meant %d", n, apns.MaxPayloadBytes)
 	}
-	if res := probe(apns.MaxPayloadBytes - base + 1); res.Outcome != oncepush.OutcomeRejected {
+	if res := probe(apns.MaxPayloadBytes - base + 1); res.Outcome != provider.OutcomeRejected {
 		t.Fatalf("4097-byte payload: %v %q, want rejected", res.Outcome, res.Text)
 	}
 	if n := b.fake.Count(); n != 2 {
@@ -492,37 +490,37 @@ func TestErrorAnswers(t *testing.T) {
 
 	type row struct {
 		answer     pushtest.FakeAnswer
-		outcome    oncepush.Outcome
+		outcome    provider.Outcome
 		text       string
 		retryAfter time.Duration
 		throttle   bool
 		alert      bool // an error is logged
 	}
 	rows := []row{
-		{unregistered, oncepush.OutcomeInvalidToken, "410 Unregistered (since 2026-01-05T09:00:00Z)", 0, false, false},
-		{helper410, oncepush.OutcomeInvalidToken, "410 ExpiredToken (since " + helper410Since + ")", 0, false, false},
-		{pushtest.APNsError(400, "BadDeviceToken"), oncepush.OutcomeInvalidToken, "400 BadDeviceToken", 0, false, false},
-		{pushtest.APNsError(400, "DeviceTokenNotForTopic"), oncepush.OutcomeInvalidToken, "400 DeviceTokenNotForTopic", 0, false, false},
-		{pushtest.APNsError(413, "PayloadTooLarge"), oncepush.OutcomeRejected, "413 PayloadTooLarge", 0, false, false},
-		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyRequests"), "30"), oncepush.OutcomeRetry, "429 TooManyRequests", 30 * time.Second, false, false},
-		{pushtest.APNsError(429, "TooManyRequests"), oncepush.OutcomeRetry, "429 TooManyRequests", 0, false, false},
-		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyProviderTokenUpdates"), "60"), oncepush.OutcomeRetry, "429 TooManyProviderTokenUpdates", time.Minute, true, false},
-		{pushtest.APNsError(500, "InternalServerError"), oncepush.OutcomeRetry, "500 InternalServerError", 0, false, false},
-		{providertest.WithRetryAfter(pushtest.APNsError(503, "ServiceUnavailable"), "120"), oncepush.OutcomeRetry, "503 ServiceUnavailable", 2 * time.Minute, false, false},
-		{pushtest.APNsError(503, "Shutdown"), oncepush.OutcomeRetry, "503 Shutdown", 0, false, false},
-		{pushtest.APNsError(400, "IdleTimeout"), oncepush.OutcomeRetry, "400 IdleTimeout", 0, false, false},
-		{pushtest.APNsError(405, "MethodNotAllowed"), oncepush.OutcomeRejected, "405 MethodNotAllowed", 0, false, false},
-		{pushtest.APNsError(404, "BadPath"), oncepush.OutcomeRejected, "404 BadPath", 0, false, false},
-		{pushtest.APNsError(502, "SomethingNew"), oncepush.OutcomeRetry, "502 SomethingNew", 0, false, false},
-		{pushtest.FakeAnswer{Status: 502, Body: "<html><body>Bad gateway</body></html>"}, oncepush.OutcomeRetry, "502 Bad Gateway: <html><body>Bad gateway</body></html>", 0, false, false},
-		{pushtest.FakeAnswer{Status: 504}, oncepush.OutcomeRetry, "504 Gateway Timeout", 0, false, false},
+		{unregistered, provider.OutcomeInvalidToken, "410 Unregistered (since 2026-01-05T09:00:00Z)", 0, false, false},
+		{helper410, provider.OutcomeInvalidToken, "410 ExpiredToken (since " + helper410Since + ")", 0, false, false},
+		{pushtest.APNsError(400, "BadDeviceToken"), provider.OutcomeInvalidToken, "400 BadDeviceToken", 0, false, false},
+		{pushtest.APNsError(400, "DeviceTokenNotForTopic"), provider.OutcomeInvalidToken, "400 DeviceTokenNotForTopic", 0, false, false},
+		{pushtest.APNsError(413, "PayloadTooLarge"), provider.OutcomeRejected, "413 PayloadTooLarge", 0, false, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyRequests"), "30"), provider.OutcomeRetry, "429 TooManyRequests", 30 * time.Second, false, false},
+		{pushtest.APNsError(429, "TooManyRequests"), provider.OutcomeRetry, "429 TooManyRequests", 0, false, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(429, "TooManyProviderTokenUpdates"), "60"), provider.OutcomeRetry, "429 TooManyProviderTokenUpdates", time.Minute, true, false},
+		{pushtest.APNsError(500, "InternalServerError"), provider.OutcomeRetry, "500 InternalServerError", 0, false, false},
+		{providertest.WithRetryAfter(pushtest.APNsError(503, "ServiceUnavailable"), "120"), provider.OutcomeRetry, "503 ServiceUnavailable", 2 * time.Minute, false, false},
+		{pushtest.APNsError(503, "Shutdown"), provider.OutcomeRetry, "503 Shutdown", 0, false, false},
+		{pushtest.APNsError(400, "IdleTimeout"), provider.OutcomeRetry, "400 IdleTimeout", 0, false, false},
+		{pushtest.APNsError(405, "MethodNotAllowed"), provider.OutcomeRejected, "405 MethodNotAllowed", 0, false, false},
+		{pushtest.APNsError(404, "BadPath"), provider.OutcomeRejected, "404 BadPath", 0, false, false},
+		{pushtest.APNsError(502, "SomethingNew"), provider.OutcomeRetry, "502 SomethingNew", 0, false, false},
+		{pushtest.FakeAnswer{Status: 502, Body: "<html><body>Bad gateway</body></html>"}, provider.OutcomeRetry, "502 Bad Gateway: <html><body>Bad gateway</body></html>", 0, false, false},
+		{pushtest.FakeAnswer{Status: 504}, provider.OutcomeRetry, "504 Gateway Timeout", 0, false, false},
 	}
 	for _, reason := range []string{"BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
 		"DuplicateHeaders", "InvalidPushType", "MissingTopic", "PayloadEmpty", "TopicDisallowed", "BadCertificateOrWhatever"} {
-		rows = append(rows, row{pushtest.APNsError(400, reason), oncepush.OutcomeRejected, "400 " + reason, 0, false, false})
+		rows = append(rows, row{pushtest.APNsError(400, reason), provider.OutcomeRejected, "400 " + reason, 0, false, false})
 	}
 	for _, reason := range []string{"InvalidProviderToken", "MissingProviderToken", "BadCertificate", "BadCertificateEnvironment", "Forbidden"} {
-		rows = append(rows, row{pushtest.APNsError(403, reason), oncepush.OutcomeRejected, "403 " + reason, 0, false, true})
+		rows = append(rows, row{pushtest.APNsError(403, reason), provider.OutcomeRejected, "403 " + reason, 0, false, true})
 	}
 
 	for i, tt := range rows {
@@ -530,10 +528,10 @@ func TestErrorAnswers(t *testing.T) {
 			t.Parallel()
 			p, b := setupWith(t, fake)
 			s := submission(i)
-			fake.Program(oncepush.TransportAPNs, deviceToken(i), tt.answer)
+			fake.Program(provider.TransportAPNs, deviceToken(i), tt.answer)
 			res := p.Send(t.Context(), s)
-			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.outcome, Text: tt.text, RetryAfter: tt.retryAfter, Throttle: tt.throttle})
-			if res.Outcome == oncepush.OutcomeAccepted || res.ProviderID != "" {
+			providertest.CheckResult(t, res, provider.Result{Outcome: tt.outcome, Text: tt.text, RetryAfter: tt.retryAfter, Throttle: tt.throttle})
+			if res.Outcome == provider.OutcomeAccepted || res.ProviderID != "" {
 				t.Errorf("ProviderID %q on an error answer", res.ProviderID)
 			}
 			if got := b.logs.Errors(); (got > 0) != tt.alert {
@@ -549,9 +547,9 @@ func TestErrorAnswers(t *testing.T) {
 func TestCredentialAlertIsRateLimited(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t)
-	b.fake.Program(oncepush.TransportAPNs, "", pushtest.APNsError(403, "InvalidProviderToken"))
+	b.fake.Program(provider.TransportAPNs, "", pushtest.APNsError(403, "InvalidProviderToken"))
 	for i := range 10 {
-		if res := p.Send(t.Context(), submission(i)); res.Outcome != oncepush.OutcomeRejected {
+		if res := p.Send(t.Context(), submission(i)); res.Outcome != provider.OutcomeRejected {
 			t.Fatalf("send %d: %v %q, want rejected", i, res.Outcome, res.Text)
 		}
 	}
@@ -568,7 +566,7 @@ func TestCredentialAlertIsRateLimited(t *testing.T) {
 func TestJWTReusedAcrossSends(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t)
-	providertest.AllAccepted(t, providertest.SendAll(50, func(i int) oncepush.Result { return p.Send(t.Context(), submission(i)) }))
+	providertest.AllAccepted(t, providertest.SendAll(50, func(i int) provider.Result { return p.Send(t.Context(), submission(i)) }))
 	if n := b.fake.Count(); n != 50 {
 		t.Fatalf("fake recorded %d requests, want 50", n)
 	}
@@ -587,7 +585,7 @@ func TestJWTRenewedAfterRefreshAge(t *testing.T) {
 	send := func(n int) {
 		t.Helper()
 		for i := range n {
-			if res := p.Send(t.Context(), submission(i)); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(t.Context(), submission(i)); res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("send: %v %q", res.Outcome, res.Text)
 			}
 		}
@@ -615,9 +613,9 @@ func TestExpiredProviderTokenRenewsAndSends(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t)
 	s := submission(1)
-	b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.APNsError(403, "ExpiredProviderToken"), pushtest.FakeAnswer{})
+	b.fake.Program(provider.TransportAPNs, deviceToken(1), pushtest.APNsError(403, "ExpiredProviderToken"), pushtest.FakeAnswer{})
 	res := p.Send(t.Context(), s)
-	if res.Outcome != oncepush.OutcomeAccepted || res.ProviderID != s.SubmissionID {
+	if res.Outcome != provider.OutcomeAccepted || res.ProviderID != s.SubmissionID {
 		t.Fatalf("Send: %v %q %q, want accepted after one renewal", res.Outcome, res.Text, res.ProviderID)
 	}
 	if n := b.fake.APNsTokensSeen(); n != 2 {
@@ -639,9 +637,9 @@ func TestExpiredProviderTokenTwiceIsRetry(t *testing.T) {
 	t.Parallel()
 	// A clock two hours behind: every token it makes is expired for APNs.
 	p, b := setup(t, func(c *apns.Config) { c.Clock = pushtest.NewClock(time.Now().Add(-2 * time.Hour)) })
-	results := providertest.SendAll(10, func(i int) oncepush.Result { return p.Send(t.Context(), submission(i)) })
+	results := providertest.SendAll(10, func(i int) provider.Result { return p.Send(t.Context(), submission(i)) })
 	for i, res := range results {
-		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
+		if res.Outcome != provider.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
 			t.Fatalf("send %d: %v %q, want retry \"403 ExpiredProviderToken\"", i, res.Outcome, res.Text)
 		}
 	}
@@ -669,7 +667,7 @@ func TestExpiredProviderTokenRenewalsAreBounded(t *testing.T) {
 	send := func(i int) {
 		t.Helper()
 		res := p.Send(t.Context(), submission(i))
-		if res.Outcome != oncepush.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
+		if res.Outcome != provider.OutcomeRetry || res.Text != "403 ExpiredProviderToken" {
 			t.Fatalf("send %d at +%v: %v %q, want retry \"403 ExpiredProviderToken\"", i, clock.Now().Sub(start), res.Outcome, res.Text)
 		}
 		retryAfters = append(retryAfters, res.RetryAfter)
@@ -717,7 +715,7 @@ func TestTokenEchoedInAnyCaseIsRedacted(t *testing.T) {
 		{Status: 500, Body: "upstream failed for /3/device/" + strings.ToUpper(token)},
 		{Status: 502, Body: "upstream failed for /3/device/" + string(mixed)},
 	} {
-		b.fake.Program(oncepush.TransportAPNs, token, a)
+		b.fake.Program(provider.TransportAPNs, token, a)
 		res := p.Send(t.Context(), submission(1))
 		if strings.Contains(strings.ToLower(res.Text), token) || strings.Contains(strings.ToLower(res.ProviderID), token) {
 			t.Errorf("answer %d %q: the device token is in the result: %q %q", a.Status, a.Body, res.Text, res.ProviderID)
@@ -738,17 +736,17 @@ func TestBadDeviceTokenSafeguard(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t) // defaults: the last 100 answers, at least 20 of them
 	bad := pushtest.APNsError(400, "BadDeviceToken")
-	b.fake.Program(oncepush.TransportAPNs, "", bad)
+	b.fake.Program(provider.TransportAPNs, "", bad)
 	const guarded = "400 BadDeviceToken (not deleting: most tokens fail this way; check sandbox/production)"
 	for i := range 30 {
 		res := p.Send(t.Context(), submission(i))
 		if i < apns.SafeguardMinAnswersDefault-1 {
-			if res.Outcome != oncepush.OutcomeInvalidToken || res.Text != "400 BadDeviceToken" {
+			if res.Outcome != provider.OutcomeInvalidToken || res.Text != "400 BadDeviceToken" {
 				t.Fatalf("answer %d: %v %q, want invalid token before the window fills", i+1, res.Outcome, res.Text)
 			}
 			continue
 		}
-		if res.Outcome != oncepush.OutcomeRejected || res.Text != guarded {
+		if res.Outcome != provider.OutcomeRejected || res.Text != guarded {
 			t.Fatalf("answer %d: %v %q, want rejected %q", i+1, res.Outcome, res.Text, guarded)
 		}
 	}
@@ -760,14 +758,14 @@ func TestBadDeviceTokenSafeguard(t *testing.T) {
 	}
 	// Configuration fixed: good answers outweigh the bad ones again, and a
 	// dead token is deleted as before.
-	b.fake.Program(oncepush.TransportAPNs, "")
+	b.fake.Program(provider.TransportAPNs, "")
 	for i := range 40 {
-		if res := p.Send(t.Context(), submission(100+i)); res.Outcome != oncepush.OutcomeAccepted {
+		if res := p.Send(t.Context(), submission(100+i)); res.Outcome != provider.OutcomeAccepted {
 			t.Fatalf("good send: %v %q", res.Outcome, res.Text)
 		}
 	}
-	b.fake.Program(oncepush.TransportAPNs, deviceToken(200), bad)
-	if res := p.Send(t.Context(), submission(200)); res.Outcome != oncepush.OutcomeInvalidToken {
+	b.fake.Program(provider.TransportAPNs, deviceToken(200), bad)
+	if res := p.Send(t.Context(), submission(200)); res.Outcome != provider.OutcomeInvalidToken {
 		t.Fatalf("after recovery: %v %q, want invalid token", res.Outcome, res.Text)
 	}
 }
@@ -781,29 +779,29 @@ func TestBadDeviceTokenSafeguardWindow(t *testing.T) {
 		name   string
 		sends  int
 		bad    func(i int) bool // whether send i is answered BadDeviceToken
-		want   func(i int) oncepush.Outcome
+		want   func(i int) provider.Outcome
 		errors int
 	}{
 		{
 			// Alternate good and bad: never more than half bad.
 			name: "minority still deletes", sends: 40,
 			bad: func(i int) bool { return i%2 == 1 },
-			want: func(i int) oncepush.Outcome {
+			want: func(i int) provider.Outcome {
 				if i%2 == 1 {
-					return oncepush.OutcomeInvalidToken
+					return provider.OutcomeInvalidToken
 				}
-				return oncepush.OutcomeAccepted
+				return provider.OutcomeAccepted
 			},
 		},
 		{
 			// Tripped at answer 4, then once per 10 answers: 14, 24.
 			name: "threshold", sends: 25,
 			bad: func(int) bool { return true },
-			want: func(i int) oncepush.Outcome {
+			want: func(i int) provider.Outcome {
 				if i < 3 {
-					return oncepush.OutcomeInvalidToken
+					return provider.OutcomeInvalidToken
 				}
-				return oncepush.OutcomeRejected
+				return provider.OutcomeRejected
 			},
 			errors: 3,
 		},
@@ -814,7 +812,7 @@ func TestBadDeviceTokenSafeguardWindow(t *testing.T) {
 			p, b := setup(t, func(c *apns.Config) { c.SafeguardWindow = 10; c.SafeguardMinAnswers = 4 })
 			for i := range tt.sends {
 				if tt.bad(i) {
-					b.fake.Program(oncepush.TransportAPNs, deviceToken(i), pushtest.APNsError(400, "BadDeviceToken"))
+					b.fake.Program(provider.TransportAPNs, deviceToken(i), pushtest.APNsError(400, "BadDeviceToken"))
 				}
 				if res, want := p.Send(t.Context(), submission(i)), tt.want(i); res.Outcome != want {
 					t.Fatalf("answer %d: %v %q, want %v", i+1, res.Outcome, res.Text, want)
@@ -847,13 +845,13 @@ func TestHTTP2OneConnection(t *testing.T) {
 			protos = append(protos, st.NegotiatedProtocol)
 		},
 	})
-	if res := p.Send(ctx, submission(0)); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(ctx, submission(0)); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
 	}
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			if res := p.Send(ctx, submission(i+1)); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(ctx, submission(i+1)); res.Outcome != provider.OutcomeAccepted {
 				t.Errorf("send: %v %q", res.Outcome, res.Text)
 			}
 		})
@@ -874,9 +872,9 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("dropped after the request was read", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t)
-		b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Drop: true})
+		b.fake.Program(provider.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Drop: true})
 		res := p.Send(t.Context(), submission(1))
-		if res.Outcome != oncepush.OutcomeMaybeSent {
+		if res.Outcome != provider.OutcomeMaybeSent {
 			t.Fatalf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if b.fake.Count() != 1 {
@@ -889,10 +887,10 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("no answer before the timeout", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t)
-		b.fake.Program(oncepush.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Latency: 5 * time.Second})
+		b.fake.Program(provider.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Latency: 5 * time.Second})
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
-		if res := p.Send(ctx, submission(1)); res.Outcome != oncepush.OutcomeMaybeSent {
+		if res := p.Send(ctx, submission(1)); res.Outcome != provider.OutcomeMaybeSent {
 			t.Fatalf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 	})
@@ -901,7 +899,7 @@ func TestTransportFailures(t *testing.T) {
 		addr := providertest.ClosedAddr(t)
 		p, _ := setup(t, func(c *apns.Config) { c.Host = "https://" + addr })
 		res := p.Send(t.Context(), submission(1))
-		if res.Outcome != oncepush.OutcomeRetry {
+		if res.Outcome != provider.OutcomeRetry {
 			t.Fatalf("Send: %v %q, want retry (never sent)", res.Outcome, res.Text)
 		}
 		if strings.Contains(res.Text, deviceToken(1)) {

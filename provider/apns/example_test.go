@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -34,15 +34,12 @@ func ExampleNew() {
 	}
 	defer p.Close()
 
-	res := p.Send(context.Background(), &oncepush.Submission{
-		SubmissionID: oncepush.SubmissionID(1, oncepush.TransportAPNs, "1"),
-		Device: oncepush.Device{
-			Transport: oncepush.TransportAPNs,
-			Token:     "8f1d0e6a1c3b5d7f9e2a4c6e8b0d2f4a6c8e0a2b4d6f8a0c2e4a6b8d0f2a4c6e",
-		},
-		Title: "Your order shipped",
-		Data:  map[string]string{"oncepush_id": "0123456789abcdef0123456789abcdef"},
+	res := p.Send(context.Background(), &provider.Submission{
+		SubmissionID: "1b4e28ba-2fa1-51d2-883f-0016d3cca427",
+		Token:        "8f1d0e6a1c3b5d7f9e2a4c6e8b0d2f4a6c8e0a2b4d6f8a0c2e4a6b8d0f2a4c6e",
+		Title:        "Your order shipped",
+		Data:         map[string]string{"oncepush_id": "0123456789abcdef0123456789abcdef"},
 	})
-	fmt.Println(res.Outcome, res.ProviderID == oncepush.SubmissionID(1, oncepush.TransportAPNs, "1"))
-	// Output: accepted true
+	fmt.Println(res.Outcome, res.ProviderID)
+	// Output: accepted 1b4e28ba-2fa1-51d2-883f-0016d3cca427
 }

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // parseKey reads a .p8 signing key: PEM, PKCS #8, ECDSA on P-256.
@@ -59,7 +59,7 @@ type tokenSource struct {
 	keyID   string
 	teamID  string
 	refresh time.Duration
-	clock   oncepush.Clock
+	clock   provider.Clock
 
 	mu     sync.Mutex
 	token  string

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // payload builds the notification's JSON: the aps dictionary, then the
 // message data at the top level (oncepush_id among it), oncepush_link and
 // oncepush_image. s.Data is read, never changed.
-func (p *Provider) payload(s *oncepush.Submission) ([]byte, error) {
+func (p *Provider) payload(s *provider.Submission) ([]byte, error) {
 	if _, ok := s.Data["aps"]; ok {
 		return nil, errors.New(`data key "aps" is reserved by APNs`)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
@@ -107,8 +107,8 @@ func (a answer) text() string {
 // classify maps a non-success answer to an outcome: on the FcmError
 // errorCode when FCM gave one, on the HTTP status otherwise. A token is
 // declared dead only on FCM's explicit word for it.
-func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a answer) oncepush.Result {
-	res := oncepush.Result{Text: a.text()}
+func (p *Provider) classify(s *provider.Submission, resp *httpsend.Response, a answer) provider.Result {
+	res := provider.Result{Text: a.text()}
 	now := p.clock.Now()
 	retryAfter := httpsend.RetryAfter(resp.Header.Get("Retry-After"), now)
 	if a.projectQuota {
@@ -116,42 +116,42 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a a
 	}
 	switch a.errorCode {
 	case "UNREGISTERED", "SENDER_ID_MISMATCH":
-		res.Outcome = oncepush.OutcomeInvalidToken
+		res.Outcome = provider.OutcomeInvalidToken
 		return res
 	case "INVALID_ARGUMENT":
 		// Only a malformed token makes the token invalid; a malformed message
 		// must never delete a live registration.
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 		if a.aboutTok {
-			res.Outcome = oncepush.OutcomeInvalidToken
+			res.Outcome = provider.OutcomeInvalidToken
 		}
 		return res
 	case "QUOTA_EXCEEDED":
 		return rateLimited(res, retryAfter)
 	case "UNAVAILABLE", "INTERNAL":
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 		return res
 	case "THIRD_PARTY_AUTH_ERROR":
 		p.log.Error("fcm: the APNs certificate/key or web push credentials configured in Firebase were refused; fix them in the Firebase console",
-			slog.Int64("delivery_id", s.DeliveryID), slog.Int64("device_id", s.Device.ID), slog.String("answer", res.Text))
-		res.Outcome = oncepush.OutcomeRejected
+			slog.Int64("delivery_id", s.DeliveryID), slog.Int64("device_id", s.DeviceID), slog.String("answer", res.Text))
+		res.Outcome = provider.OutcomeRejected
 		return res
 	}
 	switch {
 	case a.status == http.StatusBadRequest && a.aboutTok:
-		res.Outcome = oncepush.OutcomeInvalidToken
+		res.Outcome = provider.OutcomeInvalidToken
 	case a.status == http.StatusTooManyRequests:
 		// Nothing says it is the project's quota: treated as the device's,
 		// so a 429 nobody can place never stops the whole transport.
 		return rateLimited(res, retryAfter)
 	case a.status >= 500:
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
 		p.log.Error("fcm: our credentials were refused; check the service account and that it may send for the project",
 			slog.String("project_id", p.projectID), slog.Int64("delivery_id", s.DeliveryID), slog.String("answer", res.Text))
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 	default:
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 	}
 	return res
 }
@@ -160,8 +160,8 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response, a a
 // message rate of one device or topic, which the project's other sends do not
 // meet. The wait is Retry-After when FCM gives one, else
 // RateLimitRetryDefault.
-func rateLimited(res oncepush.Result, retryAfter time.Duration) oncepush.Result {
-	res.Outcome = oncepush.OutcomeRetry
+func rateLimited(res provider.Result, retryAfter time.Duration) provider.Result {
+	res.Outcome = provider.OutcomeRetry
 	res.RetryAfter = cmp.Or(retryAfter, RateLimitRetryDefault)
 	return res
 }
@@ -169,8 +169,8 @@ func rateLimited(res oncepush.Result, retryAfter time.Duration) oncepush.Result 
 // projectQuotaExceeded pauses the whole transport: the project's send quota
 // is spent, so every send would meet it. The quota counts per minute, so
 // without Retry-After the pause lasts until the next minute begins.
-func projectQuotaExceeded(res oncepush.Result, retryAfter time.Duration, now time.Time) oncepush.Result {
-	res.Outcome = oncepush.OutcomeRetry
+func projectQuotaExceeded(res provider.Result, retryAfter time.Duration, now time.Time) provider.Result {
+	res.Outcome = provider.OutcomeRetry
 	res.RetryAfter = retryAfter
 	if res.RetryAfter == 0 {
 		res.RetryAfter = now.Truncate(time.Minute).Add(time.Minute).Sub(now)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/fcm"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -27,15 +27,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fake.Program(oncepush.TransportFCM, "uninstalled-app-token",
+	fake.Program(provider.TransportFCM, "uninstalled-app-token",
 		pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"))
 
-	for _, token := range []oncepush.Token{"live-app-token", "uninstalled-app-token"} {
-		res := p.Send(context.Background(), &oncepush.Submission{
-			Device: oncepush.Device{Transport: oncepush.TransportFCM, Token: token},
-			Title:  "Your order shipped",
+	for _, token := range []provider.Token{"live-app-token", "uninstalled-app-token"} {
+		res := p.Send(context.Background(), &provider.Submission{
+			Token: token,
+			Title: "Your order shipped",
 		})
-		if res.Outcome == oncepush.OutcomeAccepted {
+		if res.Outcome == provider.OutcomeAccepted {
 			fmt.Println(res.Outcome, res.ProviderID)
 		} else {
 			fmt.Println(res.Outcome, res.Text)

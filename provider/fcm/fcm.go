@@ -35,7 +35,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
@@ -84,8 +84,8 @@ type Config struct {
 	TLSConfig *tls.Config
 	// Clock tells the time for TTLs, the access-token cache and the OAuth
 	// assertion; nil means the clock of the oncepush.Client the provider
-	// serves (oncepush.ClockUser), else the wall clock.
-	Clock oncepush.Clock
+	// serves (provider.ClockUser), else the wall clock.
+	Clock provider.Clock
 	// Logger receives configuration alerts (refused credentials); nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -100,7 +100,7 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// Provider is the FCM HTTP v1 oncepush.Provider. It is safe for concurrent
+// Provider is the FCM HTTP v1 provider.Provider. It is safe for concurrent
 // use; make one per Firebase project and keep it (it holds the connection and
 // the access token).
 type Provider struct {
@@ -113,7 +113,7 @@ type Provider struct {
 	log       *slog.Logger
 }
 
-var _ oncepush.Provider = (*Provider)(nil)
+var _ provider.Provider = (*Provider)(nil)
 
 // New checks cfg and returns a provider. Its error names what to fix: a key
 // file that is not JSON, lacks a field or holds a key that is not RSA, a base
@@ -160,29 +160,29 @@ func New(cfg Config) (*Provider, error) {
 	}, nil
 }
 
-// UseClock implements oncepush.ClockUser: the client's clock, unless
+// UseClock implements provider.ClockUser: the client's clock, unless
 // Config.Clock was set.
-func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
+func (p *Provider) UseClock(c provider.Clock) { p.clock.Use(c) }
 
-// Transport implements oncepush.Provider.
-func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportFCM }
+// Transport implements provider.Provider.
+func (p *Provider) Transport() provider.Transport { return provider.TransportFCM }
 
 // ProjectID is the Firebase project the provider sends for (the key file's
 // project_id).
 func (p *Provider) ProjectID() string { return p.projectID }
 
-// Send implements oncepush.Provider. A 401 without an FcmError detail means
+// Send implements provider.Provider. A 401 without an FcmError detail means
 // FCM refused our access token (expired early, revoked): the token is dropped
 // and the message sent once more with a fresh one. What FCM says comes back
 // without the device token or the access token in it (httpsend.Redact).
-func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+func (p *Provider) Send(ctx context.Context, s *provider.Submission) provider.Result {
 	res, token := p.send(ctx, s)
-	return httpsend.RedactResult(res, string(s.Device.Token), token)
+	return httpsend.RedactResult(res, string(s.Token), token)
 }
 
 // send sends s and returns the result and the access token it was last sent
 // with.
-func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.Result, string) {
+func (p *Provider) send(ctx context.Context, s *provider.Submission) (provider.Result, string) {
 	body, res := p.buildMessage(s)
 	if res.Outcome != 0 {
 		return res, ""
@@ -192,7 +192,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.R
 		if res.Outcome != 0 {
 			return res, ""
 		}
-		resp, res := p.post(ctx, token, body, s.Device.Token)
+		resp, res := p.post(ctx, token, body, s.Token)
 		if resp == nil {
 			return res, token
 		}
@@ -201,7 +201,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.R
 				Name string `json:"name"`
 			}
 			_ = json.Unmarshal(resp.Body, &ok)
-			return oncepush.Accepted(resp.Text(ok.Name)), token
+			return provider.Accepted(resp.Text(ok.Name)), token
 		}
 		a := readAnswer(resp)
 		if resp.Status == http.StatusUnauthorized && a.errorCode == "" && !refreshed {
@@ -212,10 +212,10 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) (oncepush.R
 	}
 }
 
-func (p *Provider) post(ctx context.Context, token string, body []byte, device oncepush.Token) (*httpsend.Response, oncepush.Result) {
+func (p *Provider) post(ctx context.Context, token string, body []byte, device provider.Token) (*httpsend.Response, provider.Result) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(body))
 	if err != nil {
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
+		return nil, provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")

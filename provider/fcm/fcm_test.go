@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/fcm"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/pushtest"
@@ -67,21 +67,21 @@ func setupWith(t *testing.T, fake *pushtest.FakeServer, clock *pushtest.Clock, e
 }
 
 // submission is a typical notification for the device token.
-func submission(token string, clock *pushtest.Clock) *oncepush.Submission {
-	return &oncepush.Submission{
+func submission(token string, clock *pushtest.Clock) *provider.Submission {
+	return &provider.Submission{
 		NotificationID: "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f",
 		CollapseID:     "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f",
 		SubmissionID:   "8d3c1a52-6f0e-5b7d-9a4c-2e1f0b3d5c7a",
 		DeliveryID:     7,
-		Device: oncepush.Device{ID: 17, Recipient: "u_8831", Transport: oncepush.TransportFCM,
-			Token: oncepush.Token(token)},
-		Type:      "order_shipped",
-		Title:     "Your order shipped",
-		Body:      "It arrives on Tuesday.",
-		Data:      map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042"},
-		Link:      "/orders/A-1042",
-		Image:     "https://img.example.com/parcel.png",
-		ExpiresAt: clock.Now().Add(time.Hour),
+		DeviceID:       17,
+		Token:          provider.Token(token),
+		Type:           "order_shipped",
+		Title:          "Your order shipped",
+		Body:           "It arrives on Tuesday.",
+		Data:           map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042"},
+		Link:           "/orders/A-1042",
+		Image:          "https://img.example.com/parcel.png",
+		ExpiresAt:      clock.Now().Add(time.Hour),
 	}
 }
 
@@ -123,7 +123,7 @@ func TestSendMessageShape(t *testing.T) {
 	tests := []struct {
 		name      string
 		edit      func(*fcm.Config)
-		change    func(s *oncepush.Submission, now time.Time)
+		change    func(s *provider.Submission, now time.Time)
 		wantTTL   string
 		wantLink  string // webpush.fcm_options.link; "" = none
 		wantData  map[string]string
@@ -141,25 +141,25 @@ func TestSendMessageShape(t *testing.T) {
 		},
 		{
 			name: "no link", edit: withOrigin,
-			change:  func(s *oncepush.Submission, _ time.Time) { s.Link = "" },
+			change:  func(s *provider.Submission, _ time.Time) { s.Link = "" },
 			wantTTL: "3600s", wantNotif: true,
 			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042"},
 		},
 		{
 			name:    "expired: ttl 0",
-			change:  func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Minute) },
+			change:  func(s *provider.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Minute) },
 			wantTTL: "0s", wantNotif: true,
 			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
 		},
 		{
 			name:    "far future: ttl capped at 28 days",
-			change:  func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(90 * 24 * time.Hour) },
+			change:  func(s *provider.Submission, now time.Time) { s.ExpiresAt = now.Add(90 * 24 * time.Hour) },
 			wantTTL: "2419200s", wantNotif: true,
 			wantData: map[string]string{"oncepush_id": "5f2b9c0e1d7a4b3c8e6f0a1b2c3d4e5f", "order": "A-1042", "oncepush_link": "/orders/A-1042"},
 		},
 		{
 			name: "fractional seconds are cut",
-			change: func(s *oncepush.Submission, now time.Time) {
+			change: func(s *provider.Submission, now time.Time) {
 				s.ExpiresAt = now.Add(90*time.Second + 700*time.Millisecond)
 			},
 			wantTTL: "90s", wantNotif: true,
@@ -178,7 +178,7 @@ func TestSendMessageShape(t *testing.T) {
 			before := maps.Clone(s.Data)
 
 			res := p.Send(context.Background(), s)
-			if res.Outcome != oncepush.OutcomeAccepted {
+			if res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
 			}
 			if !strings.HasPrefix(res.ProviderID, "projects/"+project+"/messages/") {
@@ -242,7 +242,7 @@ func jsonInt(n int64) string {
 
 // requestsFor is what the fake recorded for one FCM device token.
 func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
-	return providertest.RequestsFor(fake, oncepush.TransportFCM, token)
+	return providertest.RequestsFor(fake, provider.TransportFCM, token)
 }
 
 // TestErrorAnswers covers FCM's error table: each answer's outcome, text,
@@ -266,7 +266,7 @@ func TestErrorAnswers(t *testing.T) {
 		name          string
 		answer        pushtest.FakeAnswer
 		now           time.Time // the provider's clock, when it matters
-		want          oncepush.Outcome
+		want          provider.Outcome
 		wantText      string
 		wantRetry     time.Duration
 		wantThrottle  bool
@@ -274,77 +274,77 @@ func TestErrorAnswers(t *testing.T) {
 	}{
 		{name: "unregistered",
 			answer: pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"),
-			want:   oncepush.OutcomeInvalidToken, wantText: "404 UNREGISTERED: Requested entity was not found."},
+			want:   provider.OutcomeInvalidToken, wantText: "404 UNREGISTERED: Requested entity was not found."},
 		{name: "sender id mismatch",
 			answer: pushtest.FCMError(403, "PERMISSION_DENIED", "SenderId mismatch", "SENDER_ID_MISMATCH"),
-			want:   oncepush.OutcomeInvalidToken, wantText: "403 SENDER_ID_MISMATCH: SenderId mismatch"},
+			want:   provider.OutcomeInvalidToken, wantText: "403 SENDER_ID_MISMATCH: SenderId mismatch"},
 		{name: "invalid argument about the token",
 			answer: pushtest.FCMInvalidTokenArgument(),
-			want:   oncepush.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: The registration token is not a valid FCM registration token"},
+			want:   provider.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: The registration token is not a valid FCM registration token"},
 		{name: "invalid argument about the message",
 			answer: dataViolation,
-			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Invalid value at 'message.data[0].value'"},
+			want:   provider.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Invalid value at 'message.data[0].value'"},
 		{name: "invalid argument without details",
 			answer: pushtest.FCMError(400, "INVALID_ARGUMENT", "Request contains an invalid argument.", ""),
-			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Request contains an invalid argument."},
+			want:   provider.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Request contains an invalid argument."},
 		{name: "invalid argument FcmError without field violation",
 			answer: pushtest.FCMError(400, "INVALID_ARGUMENT", "Message is too big", "INVALID_ARGUMENT"),
-			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Message is too big"},
+			want:   provider.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: Message is too big"},
 		// 429: only the project's quota pauses the transport; a device's or
 		// topic's rate, or a 429 that does not say, backs off that device.
 		{name: "project quota pauses the transport until the next minute",
 			answer: pushtest.FCMProjectQuotaExceeded(), now: minuteAnd(45 * time.Second),
-			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: 15 * time.Second, wantThrottle: true},
+			want: provider.OutcomeRetry, wantText: projectQuotaText, wantRetry: 15 * time.Second, wantThrottle: true},
 		{name: "project quota on the minute pauses a whole minute",
 			answer: pushtest.FCMProjectQuotaExceeded(), now: minuteAnd(0),
-			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Minute, wantThrottle: true},
+			want: provider.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Minute, wantThrottle: true},
 		{name: "project quota honours a short Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.FCMProjectQuotaExceeded(), "1"), now: minuteAnd(5 * time.Second),
-			want: oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Second, wantThrottle: true},
+			want: provider.OutcomeRetry, wantText: projectQuotaText, wantRetry: time.Second, wantThrottle: true},
 		{name: "project quota honours a long Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.FCMProjectQuotaExceeded(), "300"),
-			want:   oncepush.OutcomeRetry, wantText: projectQuotaText, wantRetry: 5 * time.Minute, wantThrottle: true},
+			want:   provider.OutcomeRetry, wantText: projectQuotaText, wantRetry: 5 * time.Minute, wantThrottle: true},
 		{name: "device rate backs off the device by default a minute",
 			answer: pushtest.FCMDeviceRateExceeded(),
-			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: fcm.RateLimitRetryDefault},
+			want:   provider.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "device rate honours Retry-After of one second",
 			answer: providertest.WithRetryAfter(pushtest.FCMDeviceRateExceeded(), "1"),
-			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: time.Second},
+			want:   provider.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: time.Second},
 		{name: "device rate honours a long Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.FCMDeviceRateExceeded(), "300"),
-			want:   oncepush.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: 5 * time.Minute},
+			want:   provider.OutcomeRetry, wantText: "429 QUOTA_EXCEEDED: Device message rate exceeded.", wantRetry: 5 * time.Minute},
 		{name: "429 without details backs off the device",
 			answer: pushtest.FCMError(429, "RESOURCE_EXHAUSTED", "Too many requests.", ""),
-			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: fcm.RateLimitRetryDefault},
+			want:   provider.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Too many requests.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "429 from a proxy backs off the device",
 			answer: providertest.WithRetryAfter(pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"}, "2"),
-			want:   oncepush.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests", wantRetry: 2 * time.Second},
+			want:   provider.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests", wantRetry: 2 * time.Second},
 		{name: "another quota of the project's is not the send quota",
 			answer: pushtest.FakeAnswer{Status: 429, Body: `{"error":{"code":429,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED","details":[` +
 				`{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com",` +
 				`"metadata":{"quota_limit":"SendsPerMinutePerProjectPerUser","quota_unit":"1/min/{project}/{user}"}}]}}`},
-			want: oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Quota exceeded.", wantRetry: fcm.RateLimitRetryDefault},
+			want: provider.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Quota exceeded.", wantRetry: fcm.RateLimitRetryDefault},
 		{name: "unavailable honours Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.FCMError(503, "UNAVAILABLE", "The service is unavailable.", "UNAVAILABLE"), "30"),
-			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 30 * time.Second},
+			want:   provider.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 30 * time.Second},
 		{name: "internal",
 			answer: pushtest.FCMError(500, "INTERNAL", "Internal error encountered.", "INTERNAL"),
-			want:   oncepush.OutcomeRetry, wantText: "500 INTERNAL: Internal error encountered."},
+			want:   provider.OutcomeRetry, wantText: "500 INTERNAL: Internal error encountered."},
 		{name: "third party auth error",
 			answer: pushtest.FCMError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", "THIRD_PARTY_AUTH_ERROR"),
-			want:   oncepush.OutcomeRejected, wantText: "401 THIRD_PARTY_AUTH_ERROR: Auth error from APNS or Web Push Service", wantErrorLogs: true},
+			want:   provider.OutcomeRejected, wantText: "401 THIRD_PARTY_AUTH_ERROR: Auth error from APNS or Web Push Service", wantErrorLogs: true},
 		{name: "502 html page",
 			answer: pushtest.FakeAnswer{Status: 502, Body: "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>Bad Gateway</body></html>"},
-			want:   oncepush.OutcomeRetry, wantText: "502 Bad Gateway: <html> <head><title>502 Bad Gateway</title></head> <body>Bad Gateway</body></html>"},
+			want:   provider.OutcomeRetry, wantText: "502 Bad Gateway: <html> <head><title>502 Bad Gateway</title></head> <body>Bad Gateway</body></html>"},
 		{name: "404 without FcmError keeps the token",
 			answer: pushtest.FCMError(404, "NOT_FOUND", "Requested entity was not found.", ""),
-			want:   oncepush.OutcomeRejected, wantText: "404 NOT_FOUND: Requested entity was not found."},
+			want:   provider.OutcomeRejected, wantText: "404 NOT_FOUND: Requested entity was not found."},
 		{name: "403 permission denied is a configuration error",
 			answer: pushtest.FCMError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied.", ""),
-			want:   oncepush.OutcomeRejected, wantText: "403 PERMISSION_DENIED: Permission 'cloudmessaging.messages.create' denied.", wantErrorLogs: true},
+			want:   provider.OutcomeRejected, wantText: "403 PERMISSION_DENIED: Permission 'cloudmessaging.messages.create' denied.", wantErrorLogs: true},
 		{name: "other 4xx",
 			answer: pushtest.FakeAnswer{Status: 413, Body: "request too large"},
-			want:   oncepush.OutcomeRejected, wantText: "413 Request Entity Too Large: request too large"},
+			want:   provider.OutcomeRejected, wantText: "413 Request Entity Too Large: request too large"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,10 +356,10 @@ func TestErrorAnswers(t *testing.T) {
 				p, b = setupAt(t, tt.now, nil)
 			}
 			token := "error-token-" + string(rune('a'+i))
-			b.fake.Program(oncepush.TransportFCM, token, tt.answer)
+			b.fake.Program(provider.TransportFCM, token, tt.answer)
 
 			res := p.Send(context.Background(), submission(token, b.clock))
-			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
+			providertest.CheckResult(t, res, provider.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
 			if n := len(requestsFor(b.fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1 (no resend inside Send)", n)
 			}
@@ -374,7 +374,7 @@ func TestConcurrentSendsFetchOneToken(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
 	const n = 200
-	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) oncepush.Result {
+	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) provider.Result {
 		return p.Send(context.Background(), submission("concurrent-token-"+jsonInt(int64(i)), b.clock))
 	}))
 	if got := b.fake.FCMTokenRequests(); got != 1 {
@@ -390,7 +390,7 @@ func TestTokenCachedUntilFiveMinutesBeforeExpiry(t *testing.T) {
 	p, b := setup(t, nil)
 	send := func() {
 		t.Helper()
-		if res := p.Send(context.Background(), submission("cache-token-1", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+		if res := p.Send(context.Background(), submission("cache-token-1", b.clock)); res.Outcome != provider.OutcomeAccepted {
 			t.Fatalf("Send: %v %q", res.Outcome, res.Text)
 		}
 	}
@@ -414,13 +414,13 @@ func TestTokenCachedUntilFiveMinutesBeforeExpiry(t *testing.T) {
 func TestUnauthorizedRefreshesTokenOnce(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
-	if res := p.Send(context.Background(), submission("refresh-token-1", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(context.Background(), submission("refresh-token-1", b.clock)); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
 	}
 	b.fake.RevokeFCMAccessTokens() // FCM now answers 401 to the cached token
 
 	res := p.Send(context.Background(), submission("refresh-token-1", b.clock))
-	if res.Outcome != oncepush.OutcomeAccepted {
+	if res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("send after revocation: %v %q, want accepted with a new token", res.Outcome, res.Text)
 	}
 	if got := b.fake.FCMTokenRequests(); got != 2 {
@@ -437,12 +437,12 @@ func TestUnauthorizedRefreshesTokenOnce(t *testing.T) {
 func TestConcurrentUnauthorizedSendsShareOneRefresh(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
-	if res := p.Send(context.Background(), submission("shared-refresh-0", b.clock)); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(context.Background(), submission("shared-refresh-0", b.clock)); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("first send: %v %q", res.Outcome, res.Text)
 	}
 	b.fake.RevokeFCMAccessTokens()
 	const n = 50
-	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) oncepush.Result {
+	providertest.AllAccepted(t, providertest.SendAll(n, func(i int) provider.Result {
 		return p.Send(context.Background(), submission("shared-refresh-"+jsonInt(int64(i+1)), b.clock))
 	}))
 	if got := b.fake.FCMTokenRequests(); got != 2 {
@@ -454,11 +454,11 @@ func TestPersistentUnauthorizedIsRejectedAfterOneRefresh(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
 	const token = "unauthorized-token-1"
-	b.fake.Program(oncepush.TransportFCM, token,
+	b.fake.Program(provider.TransportFCM, token,
 		pushtest.FCMError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", ""))
 
 	res := p.Send(context.Background(), submission(token, b.clock))
-	if res.Outcome != oncepush.OutcomeRejected || res.Text != "401 UNAUTHENTICATED: Request had invalid authentication credentials." {
+	if res.Outcome != provider.OutcomeRejected || res.Text != "401 UNAUTHENTICATED: Request had invalid authentication credentials." {
 		t.Errorf("Send: %v %q, want rejected with FCM's text", res.Outcome, res.Text)
 	}
 	if got := b.fake.FCMTokenRequests(); got != 2 {
@@ -477,17 +477,17 @@ func TestUnsendableMessagesAreRejectedWithoutRequest(t *testing.T) {
 	fake := pushtest.NewFakeServer(t)
 	tests := []struct {
 		name   string
-		change func(*oncepush.Submission)
+		change func(*provider.Submission)
 	}{
-		{"data too large", func(s *oncepush.Submission) {
+		{"data too large", func(s *provider.Submission) {
 			s.Data = maps.Clone(s.Data)
 			s.Data["blob"] = strings.Repeat("x", 4000)
 		}},
-		{"body too large", func(s *oncepush.Submission) { s.Body = strings.Repeat("é", 2100) }},
-		{"reserved data key", func(s *oncepush.Submission) {
+		{"body too large", func(s *provider.Submission) { s.Body = strings.Repeat("é", 2100) }},
+		{"reserved data key", func(s *provider.Submission) {
 			s.Data = map[string]string{"google.sent_time": "1"}
 		}},
-		{"reserved data key from", func(s *oncepush.Submission) { s.Data = map[string]string{"from": "me"} }},
+		{"reserved data key from", func(s *provider.Submission) { s.Data = map[string]string{"from": "me"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -495,7 +495,7 @@ func TestUnsendableMessagesAreRejectedWithoutRequest(t *testing.T) {
 			p, b := setupOn(t, fake, nil)
 			s := submission("unsendable-token", b.clock)
 			tt.change(s)
-			if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected || res.Text == "" {
+			if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeRejected || res.Text == "" {
 				t.Errorf("Send: %v %q, want rejected with a reason", res.Outcome, res.Text)
 			}
 		})
@@ -517,11 +517,11 @@ func TestPayloadAtTheLimitIsSent(t *testing.T) {
 	s.Title, s.Body, s.Image, s.Link = "", "", "", ""
 	// {"k":"…"} is 8 bytes of JSON around the value.
 	s.Data = map[string]string{"k": strings.Repeat("x", fcm.MaxPayload-8)}
-	if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("a payload of exactly %d bytes: %v %q, want accepted", fcm.MaxPayload, res.Outcome, res.Text)
 	}
 	s.Data = map[string]string{"k": strings.Repeat("x", fcm.MaxPayload-7)}
-	if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected {
+	if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeRejected {
 		t.Fatalf("a payload of %d bytes: %v %q, want rejected", fcm.MaxPayload+1, res.Outcome, res.Text)
 	}
 }
@@ -532,9 +532,9 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("reset after the request was read is maybe-sent", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t, nil)
-		b.fake.Program(oncepush.TransportFCM, "drop-token-1", pushtest.FakeAnswer{Drop: true})
+		b.fake.Program(provider.TransportFCM, "drop-token-1", pushtest.FakeAnswer{Drop: true})
 		res := p.Send(context.Background(), submission("drop-token-1", b.clock))
-		if res.Outcome != oncepush.OutcomeMaybeSent {
+		if res.Outcome != provider.OutcomeMaybeSent {
 			t.Errorf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if n := len(requestsFor(b.fake, "drop-token-1")); n != 1 {
@@ -547,7 +547,7 @@ func TestTransportFailures(t *testing.T) {
 		addr := providertest.ClosedAddr(t)
 		p, b := setup(t, func(c *fcm.Config) { c.BaseURL = "https://" + addr + "/fcm" })
 		res := p.Send(context.Background(), submission("closed-token-1", b.clock))
-		if res.Outcome != oncepush.OutcomeRetry {
+		if res.Outcome != provider.OutcomeRetry {
 			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
 		}
 	})
@@ -559,7 +559,7 @@ func TestTransportFailures(t *testing.T) {
 			c.ServiceAccountJSON = editAccount(t, c.ServiceAccountJSON, "token_uri", "https://"+addr+"/token")
 		})
 		res := p.Send(context.Background(), submission("tokenless-token-1", b.clock))
-		if res.Outcome != oncepush.OutcomeRetry {
+		if res.Outcome != provider.OutcomeRetry {
 			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
 		}
 		if b.fake.Count() != 0 {
@@ -574,7 +574,7 @@ func TestTransportFailures(t *testing.T) {
 			c.ServiceAccountJSON = editAccount(t, c.ServiceAccountJSON, "private_key", rsaKeyPEM(t))
 		})
 		res := p.Send(context.Background(), submission("unknown-key-token-1", b.clock))
-		if res.Outcome != oncepush.OutcomeRejected || !strings.HasPrefix(res.Text, "access token: 400 invalid_grant") {
+		if res.Outcome != provider.OutcomeRejected || !strings.HasPrefix(res.Text, "access token: 400 invalid_grant") {
 			t.Errorf("Send: %v %q, want rejected with the token endpoint's answer", res.Outcome, res.Text)
 		}
 		if b.fake.Count() != 0 {
@@ -588,12 +588,12 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("cancelled context does not block", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t, nil)
-		b.fake.SetLatency(oncepush.TransportFCM, 5*time.Second)
+		b.fake.SetLatency(provider.TransportFCM, 5*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
 		res := p.Send(ctx, submission("slow-token-1", b.clock))
-		if res.Outcome != oncepush.OutcomeMaybeSent && res.Outcome != oncepush.OutcomeRetry {
+		if res.Outcome != provider.OutcomeMaybeSent && res.Outcome != provider.OutcomeRetry {
 			t.Errorf("Send: %v %q, want maybe-sent (or retry if the token was not fetched in time)", res.Outcome, res.Text)
 		}
 		if d := time.Since(start); d > 3*time.Second {
@@ -728,7 +728,7 @@ func TestClientClockReachesTheProvider(t *testing.T) {
 		t.Helper()
 		s := submission(token, clock)
 		s.ExpiresAt = clock.Now().Add(90 * time.Minute)
-		if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+		if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 			t.Fatalf("Send: %v %q", res.Outcome, res.Text)
 		}
 		reqs := requestsFor(fake, token)
@@ -762,7 +762,7 @@ func TestClientClockReachesTheProvider(t *testing.T) {
 	q.UseClock(clock)
 	s := submission("clock-token-3", clock)
 	s.ExpiresAt = clock.Now().Add(time.Minute)
-	if res := q.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+	if res := q.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("Send with a clock of its own: %v %q", res.Outcome, res.Text)
 	}
 	var w wire

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/fcmv1"
 )
 
@@ -55,8 +55,8 @@ const DataLinkKey = "oncepush_link"
 // buildMessage turns a submission into the request body. A message FCM would
 // refuse for its size or its data keys gives a Result (rejected) instead:
 // it is never sent.
-func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result) {
-	m := message{Token: string(s.Device.Token)}
+func (p *Provider) buildMessage(s *provider.Submission) ([]byte, provider.Result) {
+	m := message{Token: string(s.Token)}
 	if s.Title != "" || s.Body != "" || s.Image != "" {
 		m.Notification = &notification{Title: s.Title, Body: s.Body, Image: s.Image}
 	}
@@ -100,7 +100,7 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 	if err != nil { // map[string]string and strings: cannot happen
 		return nil, rejected("encode the message: " + err.Error())
 	}
-	return b, oncepush.Result{}
+	return b, provider.Result{}
 }
 
 // reservedDataKey reports the data keys FCM refuses.
@@ -109,6 +109,6 @@ func reservedDataKey(k string) bool {
 	return k == "from" || k == "message_type" || strings.HasPrefix(k, "google") || strings.HasPrefix(k, "gcm")
 }
 
-func rejected(text string) oncepush.Result {
-	return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
+func rejected(text string) provider.Result {
+	return provider.Result{Outcome: provider.OutcomeRejected, Text: text}
 }

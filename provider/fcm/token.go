@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
@@ -30,7 +30,7 @@ type tokenCache struct {
 	keyID    string       // private_key_id
 	tokenURL string       // token_uri
 	client   *http.Client // for the token endpoint; bounded by tokenFetchTimeout
-	clock    oncepush.Clock
+	clock    provider.Clock
 	log      *slog.Logger
 
 	mu        sync.Mutex
@@ -43,17 +43,17 @@ type tokenCache struct {
 type tokenFlight struct {
 	done  chan struct{}
 	token string
-	res   oncepush.Result // zero when token is set
+	res   provider.Result // zero when token is set
 }
 
 // get returns a valid access token, fetching one if needed. Its Result is
 // set (and the token empty) when none could be had: the message was not sent.
-func (c *tokenCache) get(ctx context.Context) (string, oncepush.Result) {
+func (c *tokenCache) get(ctx context.Context) (string, provider.Result) {
 	c.mu.Lock()
 	if c.token != "" && c.clock.Now().Before(c.refreshAt) {
 		tok := c.token
 		c.mu.Unlock()
-		return tok, oncepush.Result{}
+		return tok, provider.Result{}
 	}
 	f := c.flight
 	if f == nil {
@@ -68,7 +68,7 @@ func (c *tokenCache) get(ctx context.Context) (string, oncepush.Result) {
 	case <-f.done:
 		return f.token, f.res
 	case <-ctx.Done():
-		return "", oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true,
+		return "", provider.Result{Outcome: provider.OutcomeRetry, Unsent: true,
 			Text: "request not sent: no access token yet: " + ctx.Err().Error()}
 	}
 }
@@ -142,10 +142,10 @@ func (c *tokenCache) assertion(now time.Time) (string, error) {
 
 // request posts a signed assertion to the key file's token_uri and returns
 // the access token and how long it lives, or classifies the failure.
-func (c *tokenCache) request() (string, time.Duration, oncepush.Result) {
-	notSent := func(text string) (string, time.Duration, oncepush.Result) {
+func (c *tokenCache) request() (string, time.Duration, provider.Result) {
+	notSent := func(text string) (string, time.Duration, provider.Result) {
 		// No access token: nothing reached FCM.
-		return "", 0, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + text}
+		return "", 0, provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: " + text}
 	}
 	now := c.clock.Now()
 	assertion, err := c.assertion(now)
@@ -181,14 +181,14 @@ func (c *tokenCache) request() (string, time.Duration, oncepush.Result) {
 	if answer.AccessToken == "" {
 		return notSent("the token endpoint answered no access_token")
 	}
-	return answer.AccessToken, tokenLifetime(answer.ExpiresIn), oncepush.Result{}
+	return answer.AccessToken, tokenLifetime(answer.ExpiresIn), provider.Result{}
 }
 
 // tokenAnswerMax bounds what is read of the token endpoint's answer.
 const tokenAnswerMax = 1 << 20
 
 // refused classifies the token endpoint's refusal.
-func (c *tokenCache) refused(resp *http.Response, body []byte, now time.Time) oncepush.Result {
+func (c *tokenCache) refused(resp *http.Response, body []byte, now time.Time) provider.Result {
 	status := resp.StatusCode
 	var answer struct {
 		Error       string `json:"error"`
@@ -207,14 +207,14 @@ func (c *tokenCache) refused(resp *http.Response, body []byte, now time.Time) on
 	// shape is redacted.
 	text = httpsend.Redact(text)
 	if status == http.StatusTooManyRequests || status >= 500 {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
+		return provider.Result{Outcome: provider.OutcomeRetry, Text: text,
 			RetryAfter: httpsend.RetryAfter(resp.Header.Get("Retry-After"), now)}
 	}
 	// invalid_grant and friends: the key was deleted, the account disabled,
 	// or the file is not what it claims. Retrying cannot help.
 	c.log.Error("fcm: Google refused the service account's token request; check the key file",
 		slog.String("token_uri", c.tokenURL), slog.String("client_email", c.email), slog.String("answer", text))
-	return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
+	return provider.Result{Outcome: provider.OutcomeRejected, Text: text}
 }
 
 // assumedTokenLifetime is used when the token endpoint does not say how long

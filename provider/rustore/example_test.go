@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/pushtest"
 )
@@ -28,15 +28,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fake.Program(oncepush.TransportRuStore, "removed-app-token",
+	fake.Program(provider.TransportRuStore, "removed-app-token",
 		pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."))
 
-	for _, token := range []oncepush.Token{"live-app-token", "removed-app-token"} {
-		res := p.Send(context.Background(), &oncepush.Submission{
-			Device: oncepush.Device{Transport: oncepush.TransportRuStore, Token: token},
-			Title:  "Заказ принят",
+	for _, token := range []provider.Token{"live-app-token", "removed-app-token"} {
+		res := p.Send(context.Background(), &provider.Submission{
+			Token: token,
+			Title: "Заказ принят",
 		})
-		if res.Outcome == oncepush.OutcomeAccepted {
+		if res.Outcome == provider.OutcomeAccepted {
 			fmt.Println(res.Outcome) // RuStore answers {}: no message id
 		} else {
 			fmt.Println(res.Outcome, res.Text)

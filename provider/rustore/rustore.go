@@ -37,7 +37,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/fcmv1"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 	"github.com/oncepush/oncepush/provider/internal/timesource"
@@ -93,15 +93,15 @@ type Config struct {
 	// TLSConfig is used for the API; nil means the system roots.
 	TLSConfig *tls.Config
 	// Clock tells the time for TTLs and Retry-After dates; nil means the
-	// clock of the oncepush.Client the provider serves (oncepush.ClockUser),
+	// clock of the oncepush.Client the provider serves (provider.ClockUser),
 	// else the wall clock.
-	Clock oncepush.Clock
+	Clock provider.Clock
 	// Logger receives configuration alerts (a refused service token); nil
 	// means slog.Default().
 	Logger *slog.Logger
 }
 
-// Provider is the RuStore oncepush.Provider, safe for concurrent use.
+// Provider is the RuStore provider.Provider, safe for concurrent use.
 type Provider struct {
 	sendURL     string
 	auth        ServiceToken
@@ -112,7 +112,7 @@ type Provider struct {
 	log         *slog.Logger
 }
 
-var _ oncepush.Provider = (*Provider)(nil)
+var _ provider.Provider = (*Provider)(nil)
 
 // New checks cfg and returns a provider; its error names the field to fix.
 func New(cfg Config) (*Provider, error) {
@@ -141,31 +141,31 @@ func New(cfg Config) (*Provider, error) {
 	}, nil
 }
 
-// UseClock implements oncepush.ClockUser: the client's clock, unless
+// UseClock implements provider.ClockUser: the client's clock, unless
 // Config.Clock was set.
-func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
+func (p *Provider) UseClock(c provider.Clock) { p.clock.Use(c) }
 
-// Transport implements oncepush.Provider.
-func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportRuStore }
+// Transport implements provider.Provider.
+func (p *Provider) Transport() provider.Transport { return provider.TransportRuStore }
 
-// Send implements oncepush.Provider. What RuStore says comes back without the
+// Send implements provider.Provider. What RuStore says comes back without the
 // device token or the service token in it (httpsend.Redact).
-func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-	return httpsend.RedactResult(p.send(ctx, s), string(s.Device.Token), string(p.auth))
+func (p *Provider) Send(ctx context.Context, s *provider.Submission) provider.Result {
+	return httpsend.RedactResult(p.send(ctx, s), string(s.Token), string(p.auth))
 }
 
-func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+func (p *Provider) send(ctx context.Context, s *provider.Submission) provider.Result {
 	body, res := p.buildMessage(s)
 	if res.Outcome != 0 {
 		return res
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(body))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+string(p.auth))
 	req.Header.Set("Content-Type", "application/json; charset=UTF-8")
-	resp, res := httpsend.Do(p.client, req, string(s.Device.Token))
+	resp, res := httpsend.Do(p.client, req, string(s.Token))
 	if resp == nil {
 		return res
 	}
@@ -175,7 +175,7 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 			Name string `json:"name"`
 		}
 		_ = json.Unmarshal(resp.Body, &ok)
-		return oncepush.Accepted(resp.Text(ok.Name))
+		return provider.Accepted(resp.Text(ok.Name))
 	}
 	return p.classify(s, resp)
 }
@@ -209,8 +209,8 @@ type androidNotification struct {
 
 // buildMessage turns a submission into the request body, or a rejected
 // Result for a message too large to send.
-func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result) {
-	m := message{Token: string(s.Device.Token)}
+func (p *Provider) buildMessage(s *provider.Submission) ([]byte, provider.Result) {
+	m := message{Token: string(s.Token)}
 	// s.Data is shared by every device of the delivery: copy before adding.
 	data := make(map[string]string, len(s.Data)+4)
 	for k, v := range s.Data {
@@ -236,7 +236,7 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 		m.Data = data
 	}
 	if n := fcmv1.PayloadSize(m.Notification, m.Data); n > MaxPayload {
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRejected,
+		return nil, provider.Result{Outcome: provider.OutcomeRejected,
 			Text: fmt.Sprintf("payload too large: notification and data are %d bytes encoded, at most %d are sent", n, MaxPayload)}
 	}
 	if !s.ExpiresAt.IsZero() {
@@ -247,9 +247,9 @@ func (p *Provider) buildMessage(s *oncepush.Submission) ([]byte, oncepush.Result
 	}
 	b, err := json.Marshal(sendRequest{Message: m})
 	if err != nil { // strings and maps of strings: cannot happen
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "encode the message: " + err.Error()}
+		return nil, provider.Result{Outcome: provider.OutcomeRejected, Text: "encode the message: " + err.Error()}
 	}
-	return b, oncepush.Result{}
+	return b, provider.Result{}
 }
 
 // apiError is RuStore's error answer {"error": {"code", "message", "status"}}.
@@ -264,7 +264,7 @@ type apiError struct {
 // classify maps an error answer to an outcome on its status name, falling
 // back on the HTTP status when the body is not RuStore's error document. A
 // token is declared dead only on RuStore's explicit word for it.
-func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) oncepush.Result {
+func (p *Provider) classify(s *provider.Submission, resp *httpsend.Response) provider.Result {
 	var e apiError
 	status, message := "", ""
 	if json.Unmarshal(resp.Body, &e) == nil && (e.Error.Status != "" || e.Error.Message != "") {
@@ -273,7 +273,7 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) onc
 		message = httpsend.Snippet(resp.Body)
 	}
 	name := cmp.Or(status, http.StatusText(resp.Status))
-	res := oncepush.Result{Text: fmt.Sprintf("%d %s", resp.Status, name)}
+	res := provider.Result{Text: fmt.Sprintf("%d %s", resp.Status, name)}
 	if message != "" {
 		res.Text += ": " + message
 	}
@@ -286,26 +286,26 @@ func (p *Provider) classify(s *oncepush.Submission, resp *httpsend.Response) onc
 	}
 	switch status {
 	case "NOT_FOUND":
-		res.Outcome = oncepush.OutcomeInvalidToken
+		res.Outcome = provider.OutcomeInvalidToken
 	case "INVALID_ARGUMENT":
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 		if strings.Contains(strings.ToLower(message), "token") {
-			res.Outcome = oncepush.OutcomeInvalidToken
+			res.Outcome = provider.OutcomeInvalidToken
 		}
 	case "UNAUTHENTICATED", "PERMISSION_DENIED":
 		p.log.Error("rustore: the service token was refused; check ProjectID and ServiceToken",
 			slog.Int64("delivery_id", s.DeliveryID), slog.String("answer", res.Text))
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	case "TOO_MANY_REQUESTS", "RESOURCE_EXHAUSTED":
 		// RuStore does not say whose limit this is, so it backs off this
 		// device only (for Retry-After, or the engine's backoff): pausing
 		// the whole transport on every 429 would let a few busy devices
 		// stop all RuStore sends.
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	case "INTERNAL", "UNAVAILABLE":
-		res.Outcome, res.RetryAfter = oncepush.OutcomeRetry, retryAfter
+		res.Outcome, res.RetryAfter = provider.OutcomeRetry, retryAfter
 	default:
-		res.Outcome = oncepush.OutcomeRejected
+		res.Outcome = provider.OutcomeRejected
 	}
 	return res
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/pushtest"
@@ -43,24 +43,24 @@ func setupOn(t *testing.T, fake *pushtest.FakeServer, edit func(*rustore.Config)
 
 // submission is a typical notification for the device token, expiring two
 // hours from the bundle's clock.
-func (b *bundle) submission(token string) *oncepush.Submission {
-	return &oncepush.Submission{
+func (b *bundle) submission(token string) *provider.Submission {
+	return &provider.Submission{
 		NotificationID: "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
 		CollapseID:     "9a8b7c6d5e4f30211203f4e5d6c7b8a9",
 		DeliveryID:     11,
-		Device: oncepush.Device{ID: 23, Recipient: "u_77", Transport: oncepush.TransportRuStore,
-			Token: oncepush.Token(token)},
-		Title:     "Новый заказ",
-		Body:      "Заказ A-7 принят.",
-		Data:      map[string]string{"oncepush_id": "9a8b7c6d5e4f30211203f4e5d6c7b8a9", "order": "A-7"},
-		Link:      "/orders/A-7",
-		ExpiresAt: b.clock.Now().Add(2 * time.Hour),
+		DeviceID:       23,
+		Token:          provider.Token(token),
+		Title:          "Новый заказ",
+		Body:           "Заказ A-7 принят.",
+		Data:           map[string]string{"oncepush_id": "9a8b7c6d5e4f30211203f4e5d6c7b8a9", "order": "A-7"},
+		Link:           "/orders/A-7",
+		ExpiresAt:      b.clock.Now().Add(2 * time.Hour),
 	}
 }
 
 // requestsFor is what the fake recorded for one RuStore device token.
 func requestsFor(fake *pushtest.FakeServer, token string) []pushtest.FakeRequest {
-	return providertest.RequestsFor(fake, oncepush.TransportRuStore, token)
+	return providertest.RequestsFor(fake, provider.TransportRuStore, token)
 }
 
 // wire is the request body as RuStore reads it.
@@ -91,7 +91,7 @@ func TestSendMessageShape(t *testing.T) {
 	tests := []struct {
 		name        string
 		edit        func(*rustore.Config)
-		change      func(s *oncepush.Submission, now time.Time)
+		change      func(s *provider.Submission, now time.Time)
 		wantNotif   bool
 		wantData    map[string]string
 		wantTTL     string
@@ -105,12 +105,12 @@ func TestSendMessageShape(t *testing.T) {
 		},
 		{
 			name:      "notification without link",
-			change:    func(s *oncepush.Submission, _ time.Time) { s.Link = "" },
+			change:    func(s *provider.Submission, _ time.Time) { s.Link = "" },
 			wantNotif: true, wantTTL: "7200s", wantData: base,
 		},
 		{
 			name: "image travels as data only", edit: withChannel,
-			change:  func(s *oncepush.Submission, _ time.Time) { s.Image = "https://img.example.com/a7.png" },
+			change:  func(s *provider.Submission, _ time.Time) { s.Image = "https://img.example.com/a7.png" },
 			wantTTL: "7200s",
 			wantData: with(map[string]string{
 				"oncepush_title": "Новый заказ", "oncepush_body": "Заказ A-7 принят.",
@@ -119,7 +119,7 @@ func TestSendMessageShape(t *testing.T) {
 		},
 		{
 			name:      "expired: ttl 0",
-			change:    func(s *oncepush.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Second) },
+			change:    func(s *provider.Submission, now time.Time) { s.ExpiresAt = now.Add(-time.Second) },
 			wantNotif: true, wantTTL: "0s", wantData: with(map[string]string{"oncepush_link": "/orders/A-7"}),
 		},
 	}
@@ -133,7 +133,7 @@ func TestSendMessageShape(t *testing.T) {
 				tt.change(s, b.clock.Now())
 			}
 			before := maps.Clone(s.Data)
-			if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("Send: %v %q, want accepted", res.Outcome, res.Text)
 			}
 			if !maps.Equal(s.Data, before) {
@@ -184,7 +184,7 @@ func TestErrorAnswers(t *testing.T) {
 	tests := []struct {
 		name          string
 		answer        pushtest.FakeAnswer
-		want          oncepush.Outcome
+		want          provider.Outcome
 		wantText      string
 		wantRetry     time.Duration
 		wantThrottle  bool
@@ -192,60 +192,60 @@ func TestErrorAnswers(t *testing.T) {
 	}{
 		{name: "not found: dead token",
 			answer: pushtest.RuStoreError(404, "NOT_FOUND", "Requested entity was not found."),
-			want:   oncepush.OutcomeInvalidToken, wantText: "404 NOT_FOUND: Requested entity was not found."},
+			want:   provider.OutcomeInvalidToken, wantText: "404 NOT_FOUND: Requested entity was not found."},
 		{name: "invalid argument about the token",
 			answer: pushtest.RuStoreError(400, "INVALID_ARGUMENT", "Invalid push token"),
-			want:   oncepush.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: Invalid push token"},
+			want:   provider.OutcomeInvalidToken, wantText: "400 INVALID_ARGUMENT: Invalid push token"},
 		{name: "invalid argument about the message",
 			answer: pushtest.RuStoreError(400, "INVALID_ARGUMENT", "message.android.ttl: invalid duration"),
-			want:   oncepush.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: message.android.ttl: invalid duration"},
+			want:   provider.OutcomeRejected, wantText: "400 INVALID_ARGUMENT: message.android.ttl: invalid duration"},
 		{name: "unauthenticated is retried and alerted",
 			answer: pushtest.RuStoreError(401, "UNAUTHENTICATED", "Invalid service token."),
-			want:   oncepush.OutcomeRetry, wantText: "401 UNAUTHENTICATED: Invalid service token.", wantErrorLogs: true},
+			want:   provider.OutcomeRetry, wantText: "401 UNAUTHENTICATED: Invalid service token.", wantErrorLogs: true},
 		{name: "permission denied is retried and alerted",
 			answer: pushtest.RuStoreError(403, "PERMISSION_DENIED", "Permission denied."),
-			want:   oncepush.OutcomeRetry, wantText: "403 PERMISSION_DENIED: Permission denied.", wantErrorLogs: true},
+			want:   provider.OutcomeRetry, wantText: "403 PERMISSION_DENIED: Permission denied.", wantErrorLogs: true},
 		// RuStore's 429 does not say whose limit it is: it backs off that
 		// device, never the whole transport.
 		{name: "too many requests backs off the device for Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "40"),
-			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: 40 * time.Second},
+			want:   provider.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: 40 * time.Second},
 		{name: "too many requests honours Retry-After of one second",
 			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."), "1"),
-			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: time.Second},
+			want:   provider.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests.", wantRetry: time.Second},
 		{name: "too many requests without Retry-After leaves the wait to the backoff",
 			answer: pushtest.RuStoreError(429, "TOO_MANY_REQUESTS", "Too many requests."),
-			want:   oncepush.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests."},
+			want:   provider.OutcomeRetry, wantText: "429 TOO_MANY_REQUESTS: Too many requests."},
 		{name: "resource exhausted backs off the device",
 			answer: providertest.WithRetryAfter(pushtest.RuStoreError(429, "RESOURCE_EXHAUSTED", "Slow down."), "30"),
-			want:   oncepush.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Slow down.", wantRetry: 30 * time.Second},
+			want:   provider.OutcomeRetry, wantText: "429 RESOURCE_EXHAUSTED: Slow down.", wantRetry: 30 * time.Second},
 		{name: "429 from a proxy backs off the device",
 			answer: pushtest.FakeAnswer{Status: 429, Body: "Too Many Requests"},
-			want:   oncepush.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests"},
+			want:   provider.OutcomeRetry, wantText: "429 Too Many Requests: Too Many Requests"},
 		{name: "internal",
 			answer: pushtest.RuStoreError(500, "INTERNAL", "Internal error."),
-			want:   oncepush.OutcomeRetry, wantText: "500 INTERNAL: Internal error."},
+			want:   provider.OutcomeRetry, wantText: "500 INTERNAL: Internal error."},
 		{name: "unavailable honours Retry-After",
 			answer: providertest.WithRetryAfter(pushtest.RuStoreError(503, "UNAVAILABLE", "The service is unavailable."), "20"),
-			want:   oncepush.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 20 * time.Second},
+			want:   provider.OutcomeRetry, wantText: "503 UNAVAILABLE: The service is unavailable.", wantRetry: 20 * time.Second},
 		{name: "502 html page",
 			answer: pushtest.FakeAnswer{Status: 502, Body: "<html><body><h1>502 Bad Gateway</h1></body></html>"},
-			want:   oncepush.OutcomeRetry, wantText: "502 Bad Gateway: <html><body><h1>502 Bad Gateway</h1></body></html>"},
+			want:   provider.OutcomeRetry, wantText: "502 Bad Gateway: <html><body><h1>502 Bad Gateway</h1></body></html>"},
 		{name: "404 without RuStore's error keeps the token",
 			answer: pushtest.FakeAnswer{Status: 404, Body: "404 page not found"},
-			want:   oncepush.OutcomeRejected, wantText: "404 Not Found: 404 page not found"},
+			want:   provider.OutcomeRejected, wantText: "404 Not Found: 404 page not found"},
 		{name: "other 4xx",
 			answer: pushtest.RuStoreError(413, "PAYLOAD_TOO_LARGE", "Message too large."),
-			want:   oncepush.OutcomeRejected, wantText: "413 PAYLOAD_TOO_LARGE: Message too large."},
+			want:   provider.OutcomeRejected, wantText: "413 PAYLOAD_TOO_LARGE: Message too large."},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p, b := setupOn(t, fake, nil)
 			token := fmt.Sprintf("error-token-%d", i)
-			fake.Program(oncepush.TransportRuStore, token, tt.answer)
+			fake.Program(provider.TransportRuStore, token, tt.answer)
 			res := p.Send(context.Background(), b.submission(token))
-			providertest.CheckResult(t, res, oncepush.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
+			providertest.CheckResult(t, res, provider.Result{Outcome: tt.want, Text: tt.wantText, RetryAfter: tt.wantRetry, Throttle: tt.wantThrottle})
 			if n := len(requestsFor(fake, token)); n != 1 {
 				t.Errorf("fake recorded %d requests, want 1", n)
 			}
@@ -261,7 +261,7 @@ func TestWrongServiceToken(t *testing.T) {
 	fake := pushtest.NewFakeServer(t)
 	p, b := setupOn(t, fake, func(c *rustore.Config) { c.ServiceToken = "an-old-service-token" })
 	res := p.Send(context.Background(), b.submission("wrong-token-device"))
-	if res.Outcome != oncepush.OutcomeRetry || !strings.HasPrefix(res.Text, "401 UNAUTHENTICATED") {
+	if res.Outcome != provider.OutcomeRetry || !strings.HasPrefix(res.Text, "401 UNAUTHENTICATED") {
 		t.Errorf("Send: %v %q, want retry with RuStore's 401", res.Outcome, res.Text)
 	}
 	if b.logs.Errors() == 0 {
@@ -279,14 +279,14 @@ func TestOversizedMessageIsRejectedWithoutRequest(t *testing.T) {
 	t.Parallel()
 	fake := pushtest.NewFakeServer(t)
 	p, b := setupOn(t, fake, nil)
-	for name, change := range map[string]func(*oncepush.Submission){
-		"data":  func(s *oncepush.Submission) { s.Data = map[string]string{"blob": strings.Repeat("x", 4100)} },
-		"body":  func(s *oncepush.Submission) { s.Body = strings.Repeat("ж", 2050) },
-		"image": func(s *oncepush.Submission) { s.Image = "https://img.example.com/" + strings.Repeat("a", 4100) },
+	for name, change := range map[string]func(*provider.Submission){
+		"data":  func(s *provider.Submission) { s.Data = map[string]string{"blob": strings.Repeat("x", 4100)} },
+		"body":  func(s *provider.Submission) { s.Body = strings.Repeat("ж", 2050) },
+		"image": func(s *provider.Submission) { s.Image = "https://img.example.com/" + strings.Repeat("a", 4100) },
 	} {
 		s := b.submission("big-token")
 		change(s)
-		if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeRejected || res.Text == "" {
+		if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeRejected || res.Text == "" {
 			t.Errorf("%s too large: %v %q, want rejected with a reason", name, res.Outcome, res.Text)
 		}
 	}
@@ -301,8 +301,8 @@ func TestTransportFailures(t *testing.T) {
 		t.Parallel()
 		fake := pushtest.NewFakeServer(t)
 		p, b := setupOn(t, fake, nil)
-		fake.Program(oncepush.TransportRuStore, "drop-device", pushtest.FakeAnswer{Drop: true})
-		if res := p.Send(context.Background(), b.submission("drop-device")); res.Outcome != oncepush.OutcomeMaybeSent {
+		fake.Program(provider.TransportRuStore, "drop-device", pushtest.FakeAnswer{Drop: true})
+		if res := p.Send(context.Background(), b.submission("drop-device")); res.Outcome != provider.OutcomeMaybeSent {
 			t.Errorf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if n := len(requestsFor(fake, "drop-device")); n != 1 {
@@ -314,7 +314,7 @@ func TestTransportFailures(t *testing.T) {
 		addr := providertest.ClosedAddr(t)
 		fake := pushtest.NewFakeServer(t)
 		p, b := setupOn(t, fake, func(c *rustore.Config) { c.BaseURL = "https://" + addr + "/rustore" })
-		if res := p.Send(context.Background(), b.submission("closed-device")); res.Outcome != oncepush.OutcomeRetry {
+		if res := p.Send(context.Background(), b.submission("closed-device")); res.Outcome != provider.OutcomeRetry {
 			t.Errorf("Send: %v %q, want retry", res.Outcome, res.Text)
 		}
 	})

@@ -7,18 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/webpush"
 )
 
 // subscriptionToken is a well-formed subscription for endpoint.
-func subscriptionToken(t *testing.T, endpoint string) oncepush.Token {
+func subscriptionToken(t *testing.T, endpoint string) provider.Token {
 	t.Helper()
 	k, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := &oncepush.WebPushSubscription{Endpoint: endpoint, P256dh: k.PublicKey().Bytes(), Auth: make([]byte, 16)}
+	sub := &provider.WebPushSubscription{Endpoint: endpoint, P256dh: k.PublicKey().Bytes(), Auth: make([]byte, 16)}
 	return sub.Token()
 }
 
@@ -45,7 +45,7 @@ func checkRefusal(t *testing.T, p *webpush.Provider, endpoint string, wantOK boo
 	if err == nil {
 		return
 	}
-	var ve *oncepush.ValidationError
+	var ve *provider.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "token" {
 		t.Errorf("%s: err %#v is not a ValidationError about the token", endpoint, err)
 	}
@@ -88,10 +88,10 @@ func TestValidateTokenDefaultAllowList(t *testing.T) {
 		{"https://8.8.8.8/sub/abcdefgh", false},
 	})
 	// The subscription's own shape is checked too.
-	if err := p.ValidateToken(oncepush.Token(`{"endpoint":"http://fcm.googleapis.com/fcm/send/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`)); err == nil {
+	if err := p.ValidateToken(provider.Token(`{"endpoint":"http://fcm.googleapis.com/fcm/send/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`)); err == nil {
 		t.Error("an http endpoint was accepted")
 	}
-	offCurve := &oncepush.WebPushSubscription{Endpoint: "https://fcm.googleapis.com/fcm/send/x",
+	offCurve := &provider.WebPushSubscription{Endpoint: "https://fcm.googleapis.com/fcm/send/x",
 		P256dh: append([]byte{4}, make([]byte, 64)...), Auth: make([]byte, 16)}
 	if err := p.ValidateToken(offCurve.Token()); err == nil {
 		t.Error("a p256dh that is not on the curve was accepted")

@@ -4,7 +4,7 @@
 // with RFC 8292 (VAPID). It is built on the standard library's crypto only.
 //
 // A Web Push device token is the browser's PushSubscription as JSON (see
-// oncepush.WebPushSubscription). Its endpoint is a URL chosen by whoever
+// provider.WebPushSubscription). Its endpoint is a URL chosen by whoever
 // registered the device, so the provider only talks to push-service hosts on an
 // allow-list (a host and port: 443 unless the entry names another), never to
 // a private, loopback or otherwise non-public address — checked when the
@@ -52,7 +52,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 	"github.com/oncepush/oncepush/provider/internal/timesource"
 )
@@ -108,9 +108,9 @@ type Config struct {
 	// TLSConfig configures TLS to the push services; nil means the system roots.
 	TLSConfig *tls.Config
 	// Clock tells the time for TTL and the VAPID JWT's expiry; nil means the
-	// clock of the oncepush.Client the provider serves (oncepush.ClockUser),
+	// clock of the oncepush.Client the provider serves (provider.ClockUser),
 	// else the wall clock.
-	Clock oncepush.Clock
+	Clock provider.Clock
 	// Logger receives the provider's warnings and errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -154,8 +154,8 @@ type Provider struct {
 }
 
 var (
-	_ oncepush.Provider       = (*Provider)(nil)
-	_ oncepush.TokenValidator = (*Provider)(nil)
+	_ provider.Provider       = (*Provider)(nil)
+	_ provider.TokenValidator = (*Provider)(nil)
 )
 
 // New checks cfg and returns a Provider. The error names the field to fix.
@@ -200,31 +200,31 @@ func New(cfg Config) (*Provider, error) {
 	return p, nil
 }
 
-// UseClock implements oncepush.ClockUser: the client's clock, unless
+// UseClock implements provider.ClockUser: the client's clock, unless
 // Config.Clock was set.
-func (p *Provider) UseClock(c oncepush.Clock) { p.clock.Use(c) }
+func (p *Provider) UseClock(c provider.Clock) { p.clock.Use(c) }
 
-// Transport implements oncepush.Provider.
-func (p *Provider) Transport() oncepush.Transport { return oncepush.TransportWebPush }
+// Transport implements provider.Provider.
+func (p *Provider) Transport() provider.Transport { return provider.TransportWebPush }
 
 // VAPIDPublicKey returns the application server's public key (uncompressed
 // P-256 point, base64url): the applicationServerKey a web page passes to
 // PushManager.subscribe.
 func (p *Provider) VAPIDPublicKey() string { return p.vapid.publicKey }
 
-// ValidateToken implements oncepush.TokenValidator: the subscription must be
+// ValidateToken implements provider.TokenValidator: the subscription must be
 // well formed, its p256dh a point on P-256, and its endpoint https on an
 // allowed host that is not a disallowed address.
-func (p *Provider) ValidateToken(token oncepush.Token) error {
-	sub, err := oncepush.ParseWebPushSubscription(string(token))
+func (p *Provider) ValidateToken(token provider.Token) error {
+	sub, err := provider.ParseWebPushSubscription(string(token))
 	if err != nil {
 		return err
 	}
 	if _, err := ecdh.P256().NewPublicKey(sub.P256dh); err != nil {
-		return &oncepush.ValidationError{Field: "token", Message: "keys.p256dh is not a point on P-256"}
+		return &provider.ValidationError{Field: "token", Message: "keys.p256dh is not a point on P-256"}
 	}
 	if _, err := p.guard.checkEndpoint(sub.Endpoint); err != nil {
-		return &oncepush.ValidationError{Field: "token", Message: err.Error()}
+		return &provider.ValidationError{Field: "token", Message: err.Error()}
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ type message struct {
 	OncepushID string            `json:"oncepush_id"`
 }
 
-func encodeMessage(s *oncepush.Submission) ([]byte, error) {
+func encodeMessage(s *provider.Submission) ([]byte, error) {
 	m := message{Title: s.Title, Body: s.Body, Image: s.Image, Link: s.Link, Data: s.Data, OncepushID: s.NotificationID}
 	if m.Data == nil {
 		m.Data = map[string]string{}
@@ -277,19 +277,19 @@ func (p *Provider) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return c, err
 }
 
-// Send implements oncepush.Provider. What the push service says comes back
+// Send implements provider.Provider. What the push service says comes back
 // without the subscription (its endpoint and keys) or the VAPID JWT in it
 // (httpsend.Redact).
-func (p *Provider) Send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-	return httpsend.RedactResult(p.send(ctx, s), subscriptionSecrets(s.Device.Token)...)
+func (p *Provider) Send(ctx context.Context, s *provider.Submission) provider.Result {
+	return httpsend.RedactResult(p.send(ctx, s), subscriptionSecrets(s.Token)...)
 }
 
 // subscriptionSecrets are the parts of a subscription a push service's
 // answer could repeat: the whole token, the endpoint and its path (the
 // subscription's identity at the push service), and the keys.
-func subscriptionSecrets(token oncepush.Token) []string {
+func subscriptionSecrets(token provider.Token) []string {
 	secrets := []string{string(token)}
-	if sub, err := oncepush.ParseWebPushSubscription(string(token)); err == nil {
+	if sub, err := provider.ParseWebPushSubscription(string(token)); err == nil {
 		secrets = append(secrets, sub.Endpoint,
 			base64.RawURLEncoding.EncodeToString(sub.P256dh), base64.RawURLEncoding.EncodeToString(sub.Auth))
 		if u, err := url.Parse(sub.Endpoint); err == nil {
@@ -299,41 +299,41 @@ func subscriptionSecrets(token oncepush.Token) []string {
 	return secrets
 }
 
-func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Result {
-	sub, err := oncepush.ParseWebPushSubscription(string(s.Device.Token))
+func (p *Provider) send(ctx context.Context, s *provider.Submission) provider.Result {
+	sub, err := provider.ParseWebPushSubscription(string(s.Token))
 	if err != nil {
 		// Registration refuses such tokens, so this one can never have worked.
-		return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: "subscription unusable: " + validationMessage(err)}
+		return provider.Result{Outcome: provider.OutcomeInvalidToken, Text: "subscription unusable: " + validationMessage(err)}
 	}
 	endpoint, err := p.guard.checkEndpoint(sub.Endpoint)
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "endpoint refused: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRejected, Text: "endpoint refused: " + err.Error()}
 	}
 	plaintext, err := encodeMessage(s)
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "payload could not be encoded: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRejected, Text: "payload could not be encoded: " + err.Error()}
 	}
 	if len(plaintext) > MaxPayload {
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected,
+		return provider.Result{Outcome: provider.OutcomeRejected,
 			Text: fmt.Sprintf("payload is %d bytes, at most %d fit in a Web Push message", len(plaintext), MaxPayload)}
 	}
 	body, err := encryptFresh(plaintext, sub.P256dh, sub.Auth)
 	if err != nil {
 		if errors.Is(err, errBadP256dh) {
-			return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: "subscription unusable: keys.p256dh is not a point on P-256"}
+			return provider.Result{Outcome: provider.OutcomeInvalidToken, Text: "subscription unusable: keys.p256dh is not a point on P-256"}
 		}
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "encryption failed: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRetry, Text: "encryption failed: " + err.Error()}
 	}
 	authorization, err := p.vapid.authorization(origin(endpoint))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: "VAPID signature failed: " + err.Error()}
+		return provider.Result{Outcome: provider.OutcomeRetry, Text: "VAPID signature failed: " + err.Error()}
 	}
 
 	var refused atomic.Pointer[refusedAddrError]
 	ctx = context.WithValue(ctx, dialRefusalKey{}, &refused)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.Endpoint, bytes.NewReader(body))
 	if err != nil {
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: "endpoint refused: not a request URL"}
+		return provider.Result{Outcome: provider.OutcomeRejected, Text: "endpoint refused: not a request URL"}
 	}
 	req.Header.Set("Authorization", authorization)
 	req.Header.Set("Content-Encoding", "aes128gcm")
@@ -347,10 +347,10 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 			slog.Int64("delivery_id", s.DeliveryID), slog.Int("length", len(s.CollapseID)))
 	}
 
-	resp, res := httpsend.Do(p.client, req, subscriptionSecrets(s.Device.Token)...)
+	resp, res := httpsend.Do(p.client, req, subscriptionSecrets(s.Token)...)
 	if resp == nil {
 		if r := refused.Load(); r != nil {
-			return oncepush.Result{Outcome: oncepush.OutcomeRejected,
+			return provider.Result{Outcome: provider.OutcomeRejected,
 				Text: fmt.Sprintf("endpoint refused when dialling %s: %v", endpoint.Hostname(), r)}
 		}
 		return res
@@ -359,30 +359,30 @@ func (p *Provider) send(ctx context.Context, s *oncepush.Submission) oncepush.Re
 }
 
 // classify maps a push service's answer to an outcome (RFC 8030 §5, §8.4).
-func (p *Provider) classify(ctx context.Context, resp *httpsend.Response, host string) oncepush.Result {
+func (p *Provider) classify(ctx context.Context, resp *httpsend.Response, host string) provider.Result {
 	text := strconv.Itoa(resp.Status) + " " + http.StatusText(resp.Status)
 	if snippet := httpsend.Snippet(resp.Body); snippet != "" {
 		text += ": " + snippet
 	}
 	switch code := resp.Status; {
 	case code == http.StatusOK || code == http.StatusCreated || code == http.StatusAccepted:
-		return oncepush.Accepted(resp.Text(resp.Header.Get("Location")))
+		return provider.Accepted(resp.Text(resp.Header.Get("Location")))
 	case code == http.StatusNotFound || code == http.StatusGone:
-		return oncepush.Result{Outcome: oncepush.OutcomeInvalidToken, Text: text}
+		return provider.Result{Outcome: provider.OutcomeInvalidToken, Text: text}
 	case code == http.StatusTooManyRequests || code >= 500:
 		// A 429 is one push service's limit for this sender or subscription,
 		// not a quota of the whole transport: no Throttle.
-		return oncepush.Result{Outcome: oncepush.OutcomeRetry, Text: text,
+		return provider.Result{Outcome: provider.OutcomeRetry, Text: text,
 			RetryAfter: httpsend.RetryAfter(resp.Header.Get("Retry-After"), p.clock.Now())}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		p.log.ErrorContext(ctx, "webpush: push service refused our VAPID authorization; check VAPIDPrivateKey and VAPIDSubject",
 			slog.String("push_service", host), slog.String("answer", text))
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
+		return provider.Result{Outcome: provider.OutcomeRejected, Text: text}
 	default:
 		// 400, 413 (body too large), other 4xx, and anything a push service
 		// should not answer (a redirect, 204): retrying the same message
 		// cannot help.
-		return oncepush.Result{Outcome: oncepush.OutcomeRejected, Text: text}
+		return provider.Result{Outcome: provider.OutcomeRejected, Text: text}
 	}
 }
 
@@ -413,7 +413,7 @@ func validTopic(s string) bool {
 // validationMessage returns what a ValidationError says without its package
 // prefix, or the error's text.
 func validationMessage(err error) string {
-	var ve *oncepush.ValidationError
+	var ve *provider.ValidationError
 	if errors.As(err, &ve) {
 		return ve.Message
 	}

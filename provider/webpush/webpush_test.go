@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/testlog"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 	"github.com/oncepush/oncepush/provider/webpush"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
-const webpushT = oncepush.TransportWebPush
+const webpushT = provider.TransportWebPush
 
 // bundle is what a test needs next to the provider.
 type bundle struct {
@@ -70,13 +70,14 @@ func vapidKeys(t *testing.T) (public, private string) {
 }
 
 // submission is a notification for the subscription token.
-func (b *bundle) submission(token oncepush.Token) *oncepush.Submission {
+func (b *bundle) submission(token provider.Token) *provider.Submission {
 	const id = "5f2b8c1e9a7d4e3f8b6a1c0d2e4f6a8b"
-	return &oncepush.Submission{
+	return &provider.Submission{
 		NotificationID: id,
 		CollapseID:     id,
 		DeliveryID:     17,
-		Device:         oncepush.Device{ID: 5, Transport: webpushT, Token: token},
+		DeviceID:       5,
+		Token:          token,
 		Type:           "order_shipped",
 		Title:          "Your order shipped",
 		Body:           "It arrives <Thursday> & not later",
@@ -88,9 +89,9 @@ func (b *bundle) submission(token oncepush.Token) *oncepush.Submission {
 }
 
 // subscriptionID is the fake's id for a subscription: the endpoint's last segment.
-func subscriptionID(t *testing.T, token oncepush.Token) string {
+func subscriptionID(t *testing.T, token provider.Token) string {
 	t.Helper()
-	sub, err := oncepush.ParseWebPushSubscription(string(token))
+	sub, err := provider.ParseWebPushSubscription(string(token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +99,9 @@ func subscriptionID(t *testing.T, token oncepush.Token) string {
 }
 
 // withEndpoint returns the token with its endpoint replaced.
-func withEndpoint(t *testing.T, token oncepush.Token, endpoint string) oncepush.Token {
+func withEndpoint(t *testing.T, token provider.Token, endpoint string) provider.Token {
 	t.Helper()
-	sub, err := oncepush.ParseWebPushSubscription(string(token))
+	sub, err := provider.ParseWebPushSubscription(string(token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestSendRoundTrip(t *testing.T) {
 	dataBefore := maps.Clone(s.Data)
 
 	res := p.Send(context.Background(), s)
-	if res.Outcome != oncepush.OutcomeAccepted {
+	if res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("outcome %v %q, want accepted", res.Outcome, res.Text)
 	}
 	if !strings.HasPrefix(res.ProviderID, b.fake.URL+"/webpush/msg/") {
@@ -160,12 +161,12 @@ func TestSendRoundTrip(t *testing.T) {
 func TestSendConcurrent(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
-	tokens := make([]oncepush.Token, 4)
+	tokens := make([]provider.Token, 4)
 	for i := range tokens {
 		tokens[i] = b.fake.NewWebPushSubscription()
 	}
 	const sends = 24
-	providertest.AllAccepted(t, providertest.SendAll(sends, func(i int) oncepush.Result {
+	providertest.AllAccepted(t, providertest.SendAll(sends, func(i int) provider.Result {
 		return p.Send(context.Background(), b.submission(tokens[i%len(tokens)]))
 	}))
 	if n := b.fake.Count(); n != sends {
@@ -178,43 +179,43 @@ func TestSendAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		answer     pushtest.FakeAnswer
-		outcome    oncepush.Outcome
+		outcome    provider.Outcome
 		textPrefix string
 		retryAfter time.Duration
 		providerID string
 		logsError  bool
 	}{
-		{name: "201 created", answer: pushtest.FakeAnswer{}, outcome: oncepush.OutcomeAccepted},
+		{name: "201 created", answer: pushtest.FakeAnswer{}, outcome: provider.OutcomeAccepted},
 		{name: "200 ok", answer: pushtest.FakeAnswer{Status: 200, Header: http.Header{"Location": {"https://push.example/m/1"}}},
-			outcome: oncepush.OutcomeAccepted, providerID: "https://push.example/m/1"},
+			outcome: provider.OutcomeAccepted, providerID: "https://push.example/m/1"},
 		{name: "202 accepted", answer: pushtest.FakeAnswer{Status: 202, Header: http.Header{"Location": {"https://push.example/m/2"}}},
-			outcome: oncepush.OutcomeAccepted, providerID: "https://push.example/m/2"},
-		{name: "404", answer: pushtest.WebPushError(404), outcome: oncepush.OutcomeInvalidToken,
+			outcome: provider.OutcomeAccepted, providerID: "https://push.example/m/2"},
+		{name: "404", answer: pushtest.WebPushError(404), outcome: provider.OutcomeInvalidToken,
 			textPrefix: `404 Not Found: {"code":404,"errno":102,"error":"Not Found","message":"Request did not validate: invalid token"}`},
-		{name: "410", answer: pushtest.WebPushError(410), outcome: oncepush.OutcomeInvalidToken,
+		{name: "410", answer: pushtest.WebPushError(410), outcome: provider.OutcomeInvalidToken,
 			textPrefix: `410 Gone: {"code":410,"errno":106,`},
-		{name: "413", answer: pushtest.WebPushError(413), outcome: oncepush.OutcomeRejected,
+		{name: "413", answer: pushtest.WebPushError(413), outcome: provider.OutcomeRejected,
 			textPrefix: "413 Request Entity Too Large: {"},
-		{name: "429 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(429), "120"), outcome: oncepush.OutcomeRetry,
+		{name: "429 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(429), "120"), outcome: provider.OutcomeRetry,
 			textPrefix: "429 Too Many Requests: {", retryAfter: 2 * time.Minute},
-		{name: "429 without Retry-After", answer: pushtest.WebPushError(429), outcome: oncepush.OutcomeRetry,
+		{name: "429 without Retry-After", answer: pushtest.WebPushError(429), outcome: provider.OutcomeRetry,
 			textPrefix: "429 Too Many Requests: {"},
-		{name: "400", answer: pushtest.WebPushError(400), outcome: oncepush.OutcomeRejected,
+		{name: "400", answer: pushtest.WebPushError(400), outcome: provider.OutcomeRejected,
 			textPrefix: "400 Bad Request: {"},
-		{name: "401", answer: pushtest.WebPushError(401), outcome: oncepush.OutcomeRejected,
+		{name: "401", answer: pushtest.WebPushError(401), outcome: provider.OutcomeRejected,
 			textPrefix: "401 Unauthorized: {", logsError: true},
-		{name: "403", answer: pushtest.WebPushError(403), outcome: oncepush.OutcomeRejected,
+		{name: "403", answer: pushtest.WebPushError(403), outcome: provider.OutcomeRejected,
 			textPrefix: "403 Forbidden: {", logsError: true},
-		{name: "other 4xx", answer: pushtest.FakeAnswer{Status: 422, Body: "nope"}, outcome: oncepush.OutcomeRejected,
+		{name: "other 4xx", answer: pushtest.FakeAnswer{Status: 422, Body: "nope"}, outcome: provider.OutcomeRejected,
 			textPrefix: "422 Unprocessable Entity: nope"},
-		{name: "500 no body", answer: pushtest.FakeAnswer{Status: 500}, outcome: oncepush.OutcomeRetry,
+		{name: "500 no body", answer: pushtest.FakeAnswer{Status: 500}, outcome: provider.OutcomeRetry,
 			textPrefix: "500 Internal Server Error"},
 		{name: "502 html", answer: pushtest.FakeAnswer{Status: 502, Body: "<html>\n<body>Bad   gateway</body></html>"},
-			outcome: oncepush.OutcomeRetry, textPrefix: "502 Bad Gateway: <html> <body>Bad gateway</body></html>"},
-		{name: "503 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(503), "30"), outcome: oncepush.OutcomeRetry,
+			outcome: provider.OutcomeRetry, textPrefix: "502 Bad Gateway: <html> <body>Bad gateway</body></html>"},
+		{name: "503 with Retry-After", answer: providertest.WithRetryAfter(pushtest.WebPushError(503), "30"), outcome: provider.OutcomeRetry,
 			textPrefix: "503 Service Unavailable: {", retryAfter: 30 * time.Second},
 		{name: "redirect not followed", answer: pushtest.FakeAnswer{Status: 307, Header: http.Header{"Location": {"https://169.254.169.254/"}}},
-			outcome: oncepush.OutcomeRejected, textPrefix: "307 Temporary Redirect"},
+			outcome: provider.OutcomeRejected, textPrefix: "307 Temporary Redirect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -256,7 +257,7 @@ func TestSendUnknownSubscriptionIsInvalid(t *testing.T) {
 	p, b := setup(t, nil)
 	token := withEndpoint(t, b.fake.NewWebPushSubscription(), b.fake.URL+"/webpush/gone")
 	res := p.Send(context.Background(), b.submission(token))
-	if res.Outcome != oncepush.OutcomeInvalidToken || !strings.HasPrefix(res.Text, "404 Not Found") {
+	if res.Outcome != provider.OutcomeInvalidToken || !strings.HasPrefix(res.Text, "404 Not Found") {
 		t.Fatalf("outcome %v %q, want invalid token 404", res.Outcome, res.Text)
 	}
 	if reqs := b.fake.Requests(); len(reqs) != 1 || reqs[0].Status != 404 || reqs[0].Token != "gone" {
@@ -296,7 +297,7 @@ func TestSendHeaders(t *testing.T) {
 			if tc.noExpiry {
 				s.ExpiresAt = time.Time{}
 			}
-			if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+			if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 				t.Fatalf("outcome %v %q, want accepted", res.Outcome, res.Text)
 			}
 			reqs := b.fake.Requests()
@@ -319,7 +320,7 @@ func TestSendHeaders(t *testing.T) {
 
 // messageSize is the length of the plaintext the provider sends for s: the
 // documented payload shape.
-func messageSize(t *testing.T, s *oncepush.Submission) int {
+func messageSize(t *testing.T, s *provider.Submission) int {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -349,7 +350,7 @@ func TestSendPayloadLimit(t *testing.T) {
 	if n := messageSize(t, s); n != webpush.MaxPayload {
 		t.Fatalf("test setup: payload %d bytes, want %d", n, webpush.MaxPayload)
 	}
-	if res := p.Send(context.Background(), s); res.Outcome != oncepush.OutcomeAccepted {
+	if res := p.Send(context.Background(), s); res.Outcome != provider.OutcomeAccepted {
 		t.Fatalf("a %d-byte payload: %v %q, want accepted", webpush.MaxPayload, res.Outcome, res.Text)
 	}
 	if reqs := b.fake.Requests(); len(reqs) != 1 || len(reqs[0].Payload) != webpush.MaxPayload {
@@ -358,7 +359,7 @@ func TestSendPayloadLimit(t *testing.T) {
 
 	s.Body += "x"
 	res := p.Send(context.Background(), s)
-	if res.Outcome != oncepush.OutcomeRejected {
+	if res.Outcome != provider.OutcomeRejected {
 		t.Fatalf("a %d-byte payload: %v %q, want rejected", webpush.MaxPayload+1, res.Outcome, res.Text)
 	}
 	if n := b.fake.Count(); n != 1 {
@@ -374,7 +375,7 @@ func TestSendTransportFailures(t *testing.T) {
 		token := b.fake.NewWebPushSubscription()
 		b.fake.Program(webpushT, subscriptionID(t, token), pushtest.FakeAnswer{Drop: true})
 		res := p.Send(context.Background(), b.submission(token))
-		if res.Outcome != oncepush.OutcomeMaybeSent {
+		if res.Outcome != provider.OutcomeMaybeSent {
 			t.Fatalf("outcome %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if b.fake.Count() != 1 {
@@ -390,7 +391,7 @@ func TestSendTransportFailures(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		res := p.Send(ctx, b.submission(token))
-		if res.Outcome != oncepush.OutcomeMaybeSent {
+		if res.Outcome != provider.OutcomeMaybeSent {
 			t.Fatalf("outcome %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
 		if d := time.Since(start); d > 3*time.Second {
@@ -403,7 +404,7 @@ func TestSendTransportFailures(t *testing.T) {
 		p, b := setup(t, func(c *webpush.Config) { c.AllowedHosts = []string{addr} })
 		token := withEndpoint(t, b.fake.NewWebPushSubscription(), "https://"+addr+"/webpush/x")
 		res := p.Send(context.Background(), b.submission(token))
-		if res.Outcome != oncepush.OutcomeRetry {
+		if res.Outcome != provider.OutcomeRetry {
 			t.Fatalf("outcome %v %q, want retry (never sent)", res.Outcome, res.Text)
 		}
 	})
@@ -431,12 +432,12 @@ func TestDialRefusesRebinding(t *testing.T) {
 			}
 			res := p.Send(context.Background(), b.submission(token))
 			if allowLoopback {
-				if res.Outcome != oncepush.OutcomeAccepted || b.fake.Count() != 1 {
+				if res.Outcome != provider.OutcomeAccepted || b.fake.Count() != 1 {
 					t.Fatalf("outcome %v %q, %d requests; want accepted", res.Outcome, res.Text, b.fake.Count())
 				}
 				return
 			}
-			if res.Outcome != oncepush.OutcomeRejected {
+			if res.Outcome != provider.OutcomeRejected {
 				t.Fatalf("outcome %v %q, want rejected at dial", res.Outcome, res.Text)
 			}
 			if n := b.fake.Count(); n != 0 {
@@ -454,7 +455,7 @@ func TestSendRefusesEndpointNotAllowed(t *testing.T) {
 	p, b := setup(t, func(c *webpush.Config) { c.AllowLoopback = false })
 	token := b.fake.NewWebPushSubscription() // https://127.0.0.1:port/…
 	res := p.Send(context.Background(), b.submission(token))
-	if res.Outcome != oncepush.OutcomeRejected {
+	if res.Outcome != provider.OutcomeRejected {
 		t.Fatalf("outcome %v %q, want rejected", res.Outcome, res.Text)
 	}
 	if n := b.fake.Count(); n != 0 {
@@ -465,18 +466,18 @@ func TestSendRefusesEndpointNotAllowed(t *testing.T) {
 func TestSendUnusableSubscription(t *testing.T) {
 	t.Parallel()
 	p, b := setup(t, nil)
-	offCurve := &oncepush.WebPushSubscription{
+	offCurve := &provider.WebPushSubscription{
 		Endpoint: b.fake.URL + "/webpush/x",
 		P256dh:   append([]byte{4}, make([]byte, 64)...),
 		Auth:     make([]byte, 16),
 	}
-	for name, token := range map[string]oncepush.Token{
+	for name, token := range map[string]provider.Token{
 		"not JSON":          "not-a-subscription",
 		"p256dh off curve":  offCurve.Token(),
-		"auth wrong length": oncepush.Token(`{"endpoint":"` + b.fake.URL + `/webpush/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`),
+		"auth wrong length": provider.Token(`{"endpoint":"` + b.fake.URL + `/webpush/x","keys":{"p256dh":"BAAA","auth":"AAAA"}}`),
 	} {
 		res := p.Send(context.Background(), b.submission(token))
-		if res.Outcome != oncepush.OutcomeInvalidToken {
+		if res.Outcome != provider.OutcomeInvalidToken {
 			t.Errorf("%s: outcome %v %q, want invalid token", name, res.Outcome, res.Text)
 		}
 	}

@@ -189,7 +189,7 @@ SELECT id, 1, 'fcm', 'probe-token', '%s', %s FROM oncepush_delivery WHERE recipi
 	reached := map[string]int{}
 	for _, s := range fcm.Submissions() {
 		if s.Title == titleA {
-			reached[string(s.Device.Token)]++
+			reached[string(s.Token)]++
 		}
 	}
 	// a1's token was accepted, a3's may have been (in flight when the old

@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // hostileWords is what a push service appends to its echo: a terminal
@@ -42,12 +42,12 @@ func echo(r *request) string {
 
 // errorBody is an error answer in the transport's own format, its words
 // the echo.
-func errorBody(tr oncepush.Transport, status int, words string) string {
+func errorBody(tr provider.Transport, status int, words string) string {
 	var v any
 	switch tr {
-	case oncepush.TransportFCM, oncepush.TransportRuStore:
+	case provider.TransportFCM, provider.TransportRuStore:
 		v = map[string]any{"error": map[string]any{"code": status, "message": words, "status": "INVALID_ARGUMENT"}}
-	case oncepush.TransportAPNs:
+	case provider.TransportAPNs:
 		v = map[string]string{"reason": words}
 	default:
 		return words // Web Push: text
@@ -58,15 +58,15 @@ func errorBody(tr oncepush.Transport, status int, words string) string {
 
 // escapedErrorBody is errorBody with every character of words a JSON \u
 // escape.
-func escapedErrorBody(tr oncepush.Transport, status, words string) string {
+func escapedErrorBody(tr provider.Transport, status, words string) string {
 	var b strings.Builder
 	for _, u := range utf16.Encode([]rune(words)) {
 		fmt.Fprintf(&b, `\u%04x`, u)
 	}
 	switch tr {
-	case oncepush.TransportFCM, oncepush.TransportRuStore:
+	case provider.TransportFCM, provider.TransportRuStore:
 		return `{"error": {"message": "` + b.String() + `", "status": "` + status + `"}}`
-	case oncepush.TransportAPNs:
+	case provider.TransportAPNs:
 		return `{"reason": "` + b.String() + `"}`
 	}
 	return words
@@ -83,22 +83,22 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 	t.Parallel()
 	type answer struct {
 		name string
-		fn   func(tr oncepush.Transport, rw http.ResponseWriter, r *request)
+		fn   func(tr provider.Transport, rw http.ResponseWriter, r *request)
 	}
 	var answers []answer
 	for _, status := range []int{400, 401, 403, 404, 413, 429, 500, 503} {
-		answers = append(answers, answer{fmt.Sprintf("%d in the provider's format", status), func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answers = append(answers, answer{fmt.Sprintf("%d in the provider's format", status), func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(status)
 			_, _ = rw.Write([]byte(errorBody(tr, status, echo(r))))
 		}})
 	}
 	answers = append(answers,
-		answer{"502 as text", func(_ oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"502 as text", func(_ provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.Header().Set("Content-Type", "text/html")
 			rw.WriteHeader(http.StatusBadGateway)
 			_, _ = rw.Write([]byte("<html><body>" + echo(r) + "</body></html>"))
 		}},
-		answer{"the token escaped in JSON", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"the token escaped in JSON", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusBadRequest)
 			b, _ := json.Marshal(echo(r)) // "/" is not escaped; < > & are
 			_, _ = rw.Write([]byte(errorBody(tr, 400, strings.ReplaceAll(string(b), "/", `\/`))))
@@ -106,23 +106,23 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 		// Every character a \u escape: the raw body holds no secret in any
 		// form a JSON encoder writes, the decoded message does, and a 401
 		// or 403 is logged.
-		answer{"401, the request \\u-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"401, the request \\u-escaped", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusUnauthorized)
 			_, _ = rw.Write([]byte(escapedErrorBody(tr, "UNAUTHENTICATED", echo(r))))
 		}},
-		answer{"403, the request \\u-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"403, the request \\u-escaped", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusForbidden)
 			_, _ = rw.Write([]byte(escapedErrorBody(tr, "PERMISSION_DENIED", echo(r))))
 		}},
-		answer{"400, a message of 60,000 bytes", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"400, a message of 60,000 bytes", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusBadRequest)
 			_, _ = rw.Write([]byte(errorBody(tr, 400, strings.Repeat("long ", 12000))))
 		}},
-		answer{"the path URL-escaped", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"the path URL-escaped", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			rw.WriteHeader(http.StatusBadRequest)
 			_, _ = rw.Write([]byte(errorBody(tr, 400, url.PathEscape(r.path)+" "+url.QueryEscape(string(r.body)))))
 		}},
-		answer{"accepted, its id the echo", func(tr oncepush.Transport, rw http.ResponseWriter, r *request) {
+		answer{"accepted, its id the echo", func(tr provider.Transport, rw http.ResponseWriter, r *request) {
 			id := strings.NewReplacer("\n", " ", "\r", " ").Replace(echo(r))
 			id = strings.Map(func(c rune) rune {
 				if c < 0x20 || c == 0x7f || c > 0x7e { // what a header value can carry
@@ -131,12 +131,12 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 				return c
 			}, id)
 			switch tr {
-			case oncepush.TransportFCM, oncepush.TransportRuStore:
+			case provider.TransportFCM, provider.TransportRuStore:
 				b, _ := json.Marshal(map[string]string{"name": echo(r)})
 				_, _ = rw.Write(b)
-			case oncepush.TransportAPNs:
+			case provider.TransportAPNs:
 				rw.Header().Set("apns-id", id)
-			case oncepush.TransportWebPush:
+			case provider.TransportWebPush:
 				rw.Header().Set("Location", id)
 				rw.WriteHeader(http.StatusCreated)
 			}
@@ -147,7 +147,7 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			w.answerWith(a.fn)
-			for _, tr := range oncepush.Transports() {
+			for _, tr := range transports {
 				res := w.send(w.submission(tr))
 				for what, text := range map[string]string{"text": res.Text, "provider id": res.ProviderID} {
 					if len(text) > 1000 {
@@ -185,7 +185,7 @@ func TestTokenEndpointWordsCarryNoSecrets(t *testing.T) {
 				_, _ = rw.Write(b)
 			})
 			w.token.Store(&h)
-			res := w.send(w.submission(oncepush.TransportFCM))
+			res := w.send(w.submission(provider.TransportFCM))
 			if s := w.leaked(res.Text); s != "" {
 				t.Errorf("the result holds a secret (%.12s…): %q", s, res.Text)
 			}

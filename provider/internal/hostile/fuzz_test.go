@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
@@ -92,10 +92,10 @@ var ruStoreAnswers = []answerSeed{
 // answerTransports are the transports FuzzProviderAnswer picks from, and
 // answerSeeds their seeds.
 var (
-	answerTransports = []oncepush.Transport{oncepush.TransportFCM, oncepush.TransportAPNs, oncepush.TransportWebPush, oncepush.TransportRuStore}
-	answerSeeds      = map[oncepush.Transport][]answerSeed{
-		oncepush.TransportFCM: fcmAnswers, oncepush.TransportAPNs: apnsAnswers,
-		oncepush.TransportWebPush: webPushAnswers, oncepush.TransportRuStore: ruStoreAnswers,
+	answerTransports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore}
+	answerSeeds      = map[provider.Transport][]answerSeed{
+		provider.TransportFCM: fcmAnswers, provider.TransportAPNs: apnsAnswers,
+		provider.TransportWebPush: webPushAnswers, provider.TransportRuStore: ruStoreAnswers,
 	}
 )
 
@@ -121,7 +121,7 @@ func FuzzProviderAnswer(f *testing.F) {
 		// net/http writes only three-digit statuses, and a 1xx is not an
 		// answer.
 		status = 200 + ((status-200)%400+400)%400
-		w.answerWith(func(_ oncepush.Transport, rw http.ResponseWriter, r *request) {
+		w.answerWith(func(_ provider.Transport, rw http.ResponseWriter, r *request) {
 			expand := w.markers(tr, r)
 			for line := range strings.SplitSeq(header, "\n") {
 				name, value, ok := strings.Cut(line, ":")
@@ -135,7 +135,7 @@ func FuzzProviderAnswer(f *testing.F) {
 		})
 		w.logs.Reset()
 		res := w.sendIn(t.Context(), w.submission(tr))
-		if res.Outcome < oncepush.OutcomeAccepted || res.Outcome > oncepush.OutcomeMaybeSent || res.RetryAfter < 0 {
+		if res.Outcome < provider.OutcomeAccepted || res.Outcome > provider.OutcomeMaybeSent || res.RetryAfter < 0 {
 			t.Fatalf("%d %q: outcome %v, retry after %v", status, body, res.Outcome, res.RetryAfter)
 		}
 		for what, text := range map[string]string{"text": res.Text, "provider id": res.ProviderID} {
@@ -156,7 +156,7 @@ func FuzzProviderAnswer(f *testing.F) {
 }
 
 // markers replaces the markers of an answer with the send's secrets.
-func (w *world) markers(tr oncepush.Transport, r *request) *strings.Replacer {
+func (w *world) markers(tr provider.Transport, r *request) *strings.Replacer {
 	tok := string(w.tokens[tr])
 	cred := ""
 	if _, c, ok := strings.Cut(r.header.Get("Authorization"), " "); ok {

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/testlog"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/fcm"
 	"github.com/oncepush/oncepush/provider/rustore"
@@ -61,7 +61,7 @@ type world struct {
 	internalHits atomic.Int64
 	// answer is how the push service answers its transport's request
 	// (not the token endpoint's, see token).
-	answer atomic.Pointer[func(tr oncepush.Transport, w http.ResponseWriter, r *request)]
+	answer atomic.Pointer[func(tr provider.Transport, w http.ResponseWriter, r *request)]
 	// token, when set, answers FCM's token endpoint instead of a token.
 	token atomic.Pointer[http.HandlerFunc]
 
@@ -69,13 +69,17 @@ type world struct {
 	received []request
 
 	logs      *testlog.Buffer
-	providers map[oncepush.Transport]oncepush.Provider
-	tokens    map[oncepush.Transport]oncepush.Token
+	providers map[provider.Transport]provider.Provider
+	tokens    map[provider.Transport]provider.Token
 	// secrets are the strings no Result and no log may hold; the
 	// credentials the providers sign themselves (JWTs) are added as they
 	// are seen.
 	secrets []string
 }
+
+// transports are the transports the world has a provider for, in the order
+// the tests go through them.
+var transports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore}
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
@@ -116,27 +120,27 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.providers = map[oncepush.Transport]oncepush.Provider{
-		oncepush.TransportFCM: f, oncepush.TransportAPNs: a, oncepush.TransportWebPush: wp, oncepush.TransportRuStore: r,
+	w.providers = map[provider.Transport]provider.Provider{
+		provider.TransportFCM: f, provider.TransportAPNs: a, provider.TransportWebPush: wp, provider.TransportRuStore: r,
 	}
 
 	ua, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := oncepush.WebPushSubscription{Endpoint: w.svc.URL + webPushPath, P256dh: ua.PublicKey().Bytes(), Auth: []byte("CANARY-auth-16by")}
-	w.tokens = map[oncepush.Transport]oncepush.Token{
-		oncepush.TransportFCM: fcmToken, oncepush.TransportAPNs: apnsToken,
-		oncepush.TransportWebPush: sub.Token(), oncepush.TransportRuStore: rustoreToken,
+	sub := provider.WebPushSubscription{Endpoint: w.svc.URL + webPushPath, P256dh: ua.PublicKey().Bytes(), Auth: []byte("CANARY-auth-16by")}
+	w.tokens = map[provider.Transport]provider.Token{
+		provider.TransportFCM: fcmToken, provider.TransportAPNs: apnsToken,
+		provider.TransportWebPush: sub.Token(), provider.TransportRuStore: rustoreToken,
 	}
 	w.secrets = []string{accessToken, serviceToken, fcmToken, rustoreToken, apnsToken, webPushPath, string(sub.Token()),
 		base64.RawURLEncoding.EncodeToString(sub.P256dh), base64.RawURLEncoding.EncodeToString(sub.Auth)}
-	w.answerWith(func(tr oncepush.Transport, rw http.ResponseWriter, _ *request) { accept(tr, rw) })
+	w.answerWith(func(tr provider.Transport, rw http.ResponseWriter, _ *request) { accept(tr, rw) })
 	return w
 }
 
 // answerWith sets how the push service answers.
-func (w *world) answerWith(fn func(tr oncepush.Transport, rw http.ResponseWriter, r *request)) {
+func (w *world) answerWith(fn func(tr provider.Transport, rw http.ResponseWriter, r *request)) {
 	w.answer.Store(&fn)
 }
 
@@ -163,16 +167,16 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.mu.Unlock()
-	var tr oncepush.Transport
+	var tr provider.Transport
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/fcm/"):
-		tr = oncepush.TransportFCM
+		tr = provider.TransportFCM
 	case strings.HasPrefix(r.URL.Path, "/3/device/"):
-		tr = oncepush.TransportAPNs
+		tr = provider.TransportAPNs
 	case strings.HasPrefix(r.URL.Path, "/push/"):
-		tr = oncepush.TransportWebPush
+		tr = provider.TransportWebPush
 	case strings.HasPrefix(r.URL.Path, "/rustore/"):
-		tr = oncepush.TransportRuStore
+		tr = provider.TransportRuStore
 	default:
 		http.NotFound(rw, r)
 		return
@@ -181,16 +185,16 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 }
 
 // accept answers as each push service does when it takes a message.
-func accept(tr oncepush.Transport, rw http.ResponseWriter) {
+func accept(tr provider.Transport, rw http.ResponseWriter) {
 	switch tr {
-	case oncepush.TransportFCM:
+	case provider.TransportFCM:
 		_, _ = io.WriteString(rw, `{"name": "projects/hostile/messages/1"}`)
-	case oncepush.TransportAPNs:
+	case provider.TransportAPNs:
 		rw.Header().Set("apns-id", "11111111-2222-3333-4444-555555555555")
-	case oncepush.TransportWebPush:
+	case provider.TransportWebPush:
 		rw.Header().Set("Location", "/m/1")
 		rw.WriteHeader(http.StatusCreated)
-	case oncepush.TransportRuStore:
+	case provider.TransportRuStore:
 		_, _ = io.WriteString(rw, `{}`)
 	}
 }
@@ -203,24 +207,35 @@ func (w *world) requests() []request {
 }
 
 // submission is a notification for the transport's canary device.
-func (w *world) submission(tr oncepush.Transport) *oncepush.Submission {
-	return &oncepush.Submission{
+func (w *world) submission(tr provider.Transport) *provider.Submission {
+	return &provider.Submission{
 		NotificationID: "0123456789abcdef0123456789abcdef", CollapseID: "0123456789abcdef0123456789abcdef",
 		SubmissionID: "9b2f4c1e-6a3d-5f80-9c7b-1e2d3f4a5b6c", DeliveryID: 7,
-		Device: oncepush.Device{ID: 17, Recipient: "u_hostile", Transport: tr, Token: w.tokens[tr]},
-		Title:  "Hello", Body: "World", Data: map[string]string{"oncepush_id": "0123456789abcdef0123456789abcdef"},
+		DeviceID: 17, Token: w.tokens[tr],
+		Title: "Hello", Body: "World", Data: map[string]string{"oncepush_id": "0123456789abcdef0123456789abcdef"},
 		ExpiresAt: time.Now().Add(time.Hour),
 	}
 }
 
 // send sends s through its transport's provider.
-func (w *world) send(s *oncepush.Submission) oncepush.Result { return w.sendIn(w.t.Context(), s) }
+func (w *world) send(s *provider.Submission) provider.Result { return w.sendIn(w.t.Context(), s) }
 
 // sendIn is send under ctx (a fuzz target's, whose world outlives it).
-func (w *world) sendIn(ctx context.Context, s *oncepush.Submission) oncepush.Result {
+func (w *world) sendIn(ctx context.Context, s *provider.Submission) provider.Result {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return w.providers[s.Device.Transport].Send(ctx, s)
+	return w.providers[w.transportOf(s)].Send(ctx, s)
+}
+
+// transportOf is the transport of the canary device s is for: the one whose
+// token it carries.
+func (w *world) transportOf(s *provider.Submission) provider.Transport {
+	for tr, tok := range w.tokens {
+		if tok == s.Token {
+			return tr
+		}
+	}
+	panic("hostile: a submission for none of the canary devices")
 }
 
 // leaked returns the first secret text holds, or "".

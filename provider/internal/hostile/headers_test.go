@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
 )
 
@@ -19,11 +19,11 @@ const injection = "x\r\nX-Injected: 1\r\n\r\nGET /evil HTTP/1.1"
 
 // The headers each provider's request carries, and no other: what message
 // text can change is in the body.
-var wantHeaders = map[oncepush.Transport][]string{
-	oncepush.TransportFCM:     {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
-	oncepush.TransportAPNs:    {"Accept-Encoding", "Apns-Collapse-Id", "Apns-Expiration", "Apns-Id", "Apns-Priority", "Apns-Push-Type", "Apns-Topic", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
-	oncepush.TransportWebPush: {"Accept-Encoding", "Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Topic", "Ttl", "Urgency", "User-Agent"},
-	oncepush.TransportRuStore: {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
+var wantHeaders = map[provider.Transport][]string{
+	provider.TransportFCM:     {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
+	provider.TransportAPNs:    {"Accept-Encoding", "Apns-Collapse-Id", "Apns-Expiration", "Apns-Id", "Apns-Priority", "Apns-Push-Type", "Apns-Topic", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
+	provider.TransportWebPush: {"Accept-Encoding", "Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Topic", "Ttl", "Urgency", "User-Agent"},
+	provider.TransportRuStore: {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
 }
 
 // TestMessageTextCannotAddHeaders: CR, LF and a whole second request in
@@ -33,18 +33,18 @@ var wantHeaders = map[oncepush.Transport][]string{
 func TestMessageTextCannotAddHeaders(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports {
 		s := w.submission(tr)
 		s.Title, s.Body, s.Type, s.Category = "T"+injection, "B"+injection, "t"+injection, "c"+injection
 		s.Link, s.Image = "/l"+injection, "https://img.example/i.png"+injection
 		s.Data = map[string]string{"oncepush_id": s.NotificationID, "k" + injection: "v" + injection}
-		if res := w.send(s); res.Outcome != oncepush.OutcomeAccepted {
+		if res := w.send(s); res.Outcome != provider.OutcomeAccepted {
 			t.Errorf("%s: %v %q, want accepted (the text is the body's)", tr, res.Outcome, res.Text)
 		}
 	}
 	got := w.requests()
-	if len(got) != len(oncepush.Transports()) {
-		t.Fatalf("the push service received %d requests, want %d", len(got), len(oncepush.Transports()))
+	if len(got) != len(transports) {
+		t.Fatalf("the push service received %d requests, want %d", len(got), len(transports))
 	}
 	for _, r := range got {
 		tr := transportOf(r.path)
@@ -77,28 +77,28 @@ func TestHeaderValuesAreChecked(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	for _, field := range []string{"collapse id", "apns-id"} {
-		s := w.submission(oncepush.TransportAPNs)
+		s := w.submission(provider.TransportAPNs)
 		if field == "collapse id" {
 			s.CollapseID = "c" + injection
 		} else {
 			s.SubmissionID = "9b2f4c1e" + injection
 		}
-		if res := w.send(s); res.Outcome != oncepush.OutcomeRejected || !strings.Contains(res.Text, "apns-") {
+		if res := w.send(s); res.Outcome != provider.OutcomeRejected || !strings.Contains(res.Text, "apns-") {
 			t.Errorf("apns with an unsafe %s: %v %q, want rejected, naming the header", field, res.Outcome, res.Text)
 		}
 	}
 	if n := len(w.requests()); n != 0 {
 		t.Errorf("the push service received %d requests", n)
 	}
-	for _, tr := range []oncepush.Transport{oncepush.TransportWebPush, oncepush.TransportFCM} {
+	for _, tr := range []provider.Transport{provider.TransportWebPush, provider.TransportFCM} {
 		s := w.submission(tr)
 		s.CollapseID = "c" + injection
-		if res := w.send(s); res.Outcome != oncepush.OutcomeAccepted {
+		if res := w.send(s); res.Outcome != provider.OutcomeAccepted {
 			t.Errorf("%s with an unsafe collapse id: %v %q, want sent", tr, res.Outcome, res.Text)
 		}
 	}
 	for _, r := range w.requests() {
-		if transportOf(r.path) == oncepush.TransportWebPush && r.header.Get("Topic") != "" {
+		if transportOf(r.path) == provider.TransportWebPush && r.header.Get("Topic") != "" {
 			t.Errorf("webpush: Topic %q sent", r.header.Get("Topic"))
 		}
 	}
@@ -127,10 +127,10 @@ func TestImagesAreNotFetched(t *testing.T) {
 	img := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	t.Cleanup(img.Close)
 	for _, u := range []string{img.URL + "/latest/meta-data/a.png", w.internal.URL + "/a.png"} {
-		for _, tr := range oncepush.Transports() {
+		for _, tr := range transports {
 			s := w.submission(tr)
 			s.Image = u
-			if res := w.send(s); res.Outcome != oncepush.OutcomeAccepted {
+			if res := w.send(s); res.Outcome != provider.OutcomeAccepted {
 				t.Errorf("%s: %v %q", tr, res.Outcome, res.Text)
 			}
 		}
@@ -140,7 +140,7 @@ func TestImagesAreNotFetched(t *testing.T) {
 	}
 	// Handed on (Web Push's body is encrypted; its fake-provider tests read it).
 	for _, r := range w.requests() {
-		if tr := transportOf(r.path); tr != oncepush.TransportWebPush {
+		if tr := transportOf(r.path); tr != provider.TransportWebPush {
 			b, _ := json.Marshal(w.internal.URL + "/a.png")
 			if !strings.Contains(string(r.body), strings.Trim(string(b), `"`)) && !strings.Contains(string(r.body), img.URL) {
 				t.Errorf("%s: the request does not carry the image URL: %s", tr, r.body)
@@ -149,14 +149,14 @@ func TestImagesAreNotFetched(t *testing.T) {
 	}
 }
 
-func transportOf(path string) oncepush.Transport {
+func transportOf(path string) provider.Transport {
 	switch {
 	case strings.HasPrefix(path, "/fcm/"):
-		return oncepush.TransportFCM
+		return provider.TransportFCM
 	case strings.HasPrefix(path, "/3/device/"):
-		return oncepush.TransportAPNs
+		return provider.TransportAPNs
 	case strings.HasPrefix(path, "/push/"):
-		return oncepush.TransportWebPush
+		return provider.TransportWebPush
 	}
-	return oncepush.TransportRuStore
+	return provider.TransportRuStore
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // TestRedirectsAreNotFollowed: a push service (or anything answering in its
@@ -18,12 +18,12 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			internal := w.internal.URL + "/latest/meta-data/iam/security-credentials/"
-			w.answerWith(func(_ oncepush.Transport, rw http.ResponseWriter, _ *request) {
+			w.answerWith(func(_ provider.Transport, rw http.ResponseWriter, _ *request) {
 				rw.Header().Set("Location", internal)
 				rw.WriteHeader(status)
 			})
-			for _, tr := range oncepush.Transports() {
-				if res := w.send(w.submission(tr)); res.Outcome == oncepush.OutcomeAccepted {
+			for _, tr := range transports {
+				if res := w.send(w.submission(tr)); res.Outcome == provider.OutcomeAccepted {
 					t.Errorf("%s: a %d redirect was taken as accepted", tr, status)
 				}
 			}
@@ -34,7 +34,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 				http.Redirect(rw, r, internal, status)
 			})
 			w2.token.Store(&redirect)
-			if res := w2.send(w2.submission(oncepush.TransportFCM)); res.Outcome == oncepush.OutcomeAccepted {
+			if res := w2.send(w2.submission(provider.TransportFCM)); res.Outcome == provider.OutcomeAccepted {
 				t.Errorf("fcm: a %d redirect of the token endpoint was taken as accepted", status)
 			}
 			if n := w.internalHits.Load() + w2.internalHits.Load(); n != 0 {

@@ -3,9 +3,9 @@
 //
 //   - the request never left (dial refused, TLS failed, the connection closed
 //     before the request was completely written): the provider cannot have it,
-//     so retrying is safe — oncepush.OutcomeRetry;
+//     so retrying is safe — provider.OutcomeRetry;
 //   - no answer after the request was written (timeout, reset, a connection
-//     lost mid-answer): the provider may have it — oncepush.OutcomeMaybeSent,
+//     lost mid-answer): the provider may have it — provider.OutcomeMaybeSent,
 //     which the message's ambiguity policy resolves.
 //
 // "Never left" is proven, not inferred: the request's body is handed to
@@ -36,8 +36,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/fold"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // MaxBody is the most bytes of a provider's answer read; providers answer in
@@ -157,7 +157,7 @@ func (r *Response) Text(s string) string { return cut(redact(s, r.forms), MaxTex
 // device token and whatever else the provider passes as secrets, and the
 // credential of the request's Authorization header, wherever the body or a
 // header repeats them. A failure's text is redacted the same way.
-func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, oncepush.Result) {
+func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, provider.Result) {
 	if _, cred, ok := strings.Cut(req.Header.Get("Authorization"), " "); ok {
 		secrets = append(secrets, cred)
 	}
@@ -174,16 +174,16 @@ func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, o
 		// is final.
 		sent.Close()
 		if !sent.handedOutAll() {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: redact("request not sent: "+cause(err), forms)}
+			return nil, provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: redact("request not sent: "+cause(err), forms)}
 		}
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent, Text: redact("no answer after the request was written: "+cause(err), forms)}
+		return nil, provider.Result{Outcome: provider.OutcomeMaybeSent, Text: redact("no answer after the request was written: "+cause(err), forms)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
 		// The status line arrived, so the provider had the request; the rest of
 		// its answer was lost.
-		return nil, oncepush.Result{Outcome: oncepush.OutcomeMaybeSent,
+		return nil, provider.Result{Outcome: provider.OutcomeMaybeSent,
 			Text: redact(fmt.Sprintf("answer %d cut off while reading: %v", resp.StatusCode, cause(err)), forms)}
 	}
 	header := resp.Header.Clone()
@@ -192,12 +192,12 @@ func Do(client *http.Client, req *http.Request, secrets ...string) (*Response, o
 			vs[i] = redact(v, forms)
 		}
 	}
-	return &Response{Status: resp.StatusCode, Header: header, Body: redactBytes(body, forms), forms: forms}, oncepush.Result{}
+	return &Response{Status: resp.StatusCode, Header: header, Body: redactBytes(body, forms), forms: forms}, provider.Result{}
 }
 
 // withOnceBody returns a copy of req whose body is a onceBody holding req's
 // body, and no GetBody.
-func withOnceBody(req *http.Request) (*http.Request, oncepush.Result) {
+func withOnceBody(req *http.Request) (*http.Request, provider.Result) {
 	var b []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		// Providers' bodies are at most a few kilobytes, already in memory.
@@ -205,17 +205,17 @@ func withOnceBody(req *http.Request) (*http.Request, oncepush.Result) {
 		b, err = io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
-			return nil, oncepush.Result{Outcome: oncepush.OutcomeRetry, Unsent: true, Text: "request not sent: read the request body: " + err.Error()}
+			return nil, provider.Result{Outcome: provider.OutcomeRetry, Unsent: true, Text: "request not sent: read the request body: " + err.Error()}
 		}
 	}
 	out := req.Clone(req.Context())
 	// Even an empty body is a onceBody: net/http resends a request with no
 	// body (nil or http.NoBody) as freely as one it can rewind.
 	ctx := req.Context()
-	out.Body = &onceBody{rest: b, mayStart: func() error { return oncepush.CheckStart(ctx) }}
+	out.Body = &onceBody{rest: b, mayStart: func() error { return provider.CheckStart(ctx) }}
 	out.GetBody = nil
 	out.ContentLength = int64(len(b))
-	return out, oncepush.Result{}
+	return out, provider.Result{}
 }
 
 // errBodyClosed is what a onceBody answers once it is closed: net/http
@@ -236,7 +236,7 @@ var errBodyClosed = errors.New("httpsend: request body already closed; it is sen
 // by a tag at its end) can be acted on from a prefix.
 //
 // Its first Read asks the engine whether the send may still start
-// (oncepush.CheckStart): the transport reads the body only once it has a
+// (provider.CheckStart): the transport reads the body only once it has a
 // connection and is about to write, the last instant before the provider can
 // have the request. A refusal is an error before any byte is handed out, so the
 // send is "not sent".
@@ -383,7 +383,7 @@ func Redact(text string, secrets ...string) string {
 
 // RedactResult redacts a Result's Text and ProviderID (see Redact): what a
 // provider's Send returns, for the ledger.
-func RedactResult(res oncepush.Result, secrets ...string) oncepush.Result {
+func RedactResult(res provider.Result, secrets ...string) provider.Result {
 	forms := secretForms(secrets)
 	res.Text = redact(res.Text, forms)
 	res.ProviderID = redact(res.ProviderID, forms)

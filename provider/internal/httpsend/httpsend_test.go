@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/internal/providertest"
 )
 
@@ -22,7 +22,7 @@ func TestRefusedConnectionIsNotSent(t *testing.T) {
 	addr := providertest.ClosedAddr(t)
 	req, _ := http.NewRequest("POST", "http://"+addr+"/send", bytes.NewReader([]byte("{}")))
 	_, res := Do(&http.Client{Transport: NewTransport(nil, nil)}, req)
-	if res.Outcome != oncepush.OutcomeRetry {
+	if res.Outcome != provider.OutcomeRetry {
 		t.Fatalf("refused dial: %v %q, want retry (never sent)", res.Outcome, res.Text)
 	}
 }
@@ -48,7 +48,7 @@ func TestClosedBeforeWritingIsNotSent(t *testing.T) {
 	// connection that was reset.
 	req, _ := http.NewRequest("POST", "http://"+l.Addr().String()+"/send", bytes.NewReader(make([]byte, 8<<20)))
 	_, res := Do(&http.Client{Transport: NewTransport(nil, nil)}, req)
-	if res.Outcome != oncepush.OutcomeRetry {
+	if res.Outcome != provider.OutcomeRetry {
 		t.Fatalf("connection closed before the request was written: %v %q, want retry", res.Outcome, res.Text)
 	}
 }
@@ -70,7 +70,7 @@ func TestTimeoutAfterWritingIsMaybeSent(t *testing.T) {
 	}()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/send", bytes.NewReader([]byte("{}")))
 	_, res := Do(&http.Client{Transport: NewTransport(nil, nil)}, req)
-	if res.Outcome != oncepush.OutcomeMaybeSent {
+	if res.Outcome != provider.OutcomeMaybeSent {
 		t.Fatalf("timeout after writing: %v %q, want maybe-sent", res.Outcome, res.Text)
 	}
 }
@@ -92,7 +92,7 @@ func TestResetAfterWritingIsMaybeSent(t *testing.T) {
 	req, _ := http.NewRequest("POST", srv.URL+"/send", bytes.NewReader([]byte("{}")))
 	client := srv.Client()
 	_, res := Do(client, req)
-	if res.Outcome != oncepush.OutcomeMaybeSent {
+	if res.Outcome != provider.OutcomeMaybeSent {
 		t.Fatalf("reset after writing: %v %q, want maybe-sent", res.Outcome, res.Text)
 	}
 }
@@ -112,7 +112,7 @@ func TestResetBeforeTheBodyWasSentIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, res := Do(&http.Client{Transport: transport}, req)
-	if res.Outcome != oncepush.OutcomeRetry {
+	if res.Outcome != provider.OutcomeRetry {
 		t.Errorf("%v %q, want retry: the body never left", res.Outcome, res.Text)
 	}
 	if n := srv.complete.Load(); n != 0 {
@@ -156,7 +156,7 @@ func TestCancelWhileTheLastFrameIsWrittenIsMaybeSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan oncepush.Result)
+	done := make(chan provider.Result)
 	go func() {
 		_, res := Do(&http.Client{Transport: transport}, req)
 		done <- res
@@ -166,7 +166,7 @@ func TestCancelWhileTheLastFrameIsWrittenIsMaybeSent(t *testing.T) {
 	res := <-done
 	gate.release() // the network delivers the last frame after all
 	<-complete     // and the provider has the whole request
-	if res.Outcome != oncepush.OutcomeMaybeSent {
+	if res.Outcome != provider.OutcomeMaybeSent {
 		t.Errorf("%v %q, want maybe-sent: the provider got the whole request", res.Outcome, res.Text)
 	}
 }
@@ -272,18 +272,18 @@ func TestLateStartIsRefusedBeforeTheBody(t *testing.T) {
 			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		}
 		checked := 0
-		ctx := oncepush.WithStartCheck(t.Context(), func() error {
+		ctx := provider.WithStartCheck(t.Context(), func() error {
 			checked++
-			return oncepush.ErrLateStart
+			return provider.ErrLateStart
 		})
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/send", bytes.NewReader([]byte(`{"message":{}}`)))
 		_, res := Do(&http.Client{Transport: tr}, req)
-		if res.Outcome != oncepush.OutcomeRetry || !res.Unsent || checked != 1 {
+		if res.Outcome != provider.OutcomeRetry || !res.Unsent || checked != 1 {
 			t.Fatalf("%s: late start answered %v unsent=%v %q after %d checks; want a retry that never left, checked once",
 				proto, res.Outcome, res.Unsent, res.Text, checked)
 		}
 		// A send that may start goes out, once.
-		ok := oncepush.WithStartCheck(t.Context(), func() error { return nil })
+		ok := provider.WithStartCheck(t.Context(), func() error { return nil })
 		req, _ = http.NewRequestWithContext(ok, "POST", srv.URL+"/send", bytes.NewReader([]byte(`{"message":{}}`)))
 		if resp, res := Do(&http.Client{Transport: tr}, req); resp == nil || resp.Status != 200 {
 			t.Fatalf("%s: allowed send: %+v %v %q", proto, resp, res.Outcome, res.Text)

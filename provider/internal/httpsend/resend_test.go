@@ -21,7 +21,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // The tests in this file attack one promise: a request that reached the
@@ -260,7 +260,7 @@ func TestHTTP2NeverResendsAWrittenRequest(t *testing.T) {
 			if resp != nil {
 				t.Fatalf("Do returned the answer %d, want a failure (the only answer to the request was %s)", resp.Status, tt.name)
 			}
-			if res.Outcome != oncepush.OutcomeMaybeSent {
+			if res.Outcome != provider.OutcomeMaybeSent {
 				t.Errorf("%v %q, want maybe-sent: the server had read the whole request", res.Outcome, res.Text)
 			}
 			if strings.Contains(res.Text, "GetBody") {
@@ -313,7 +313,7 @@ func TestHTTP1NeverResendsAWrittenRequest(t *testing.T) {
 			if resp != nil {
 				t.Fatalf("Do returned the answer %d, want a failure", resp.Status)
 			}
-			if res.Outcome != oncepush.OutcomeMaybeSent {
+			if res.Outcome != provider.OutcomeMaybeSent {
 				t.Errorf("%v %q, want maybe-sent: the server had read the whole request", res.Outcome, res.Text)
 			}
 		})

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -71,7 +71,7 @@ func (l *Logs) Text() string {
 }
 
 // RequestsFor is what the fake recorded for one device token of transport tr.
-func RequestsFor(fake *pushtest.FakeServer, tr oncepush.Transport, token string) []pushtest.FakeRequest {
+func RequestsFor(fake *pushtest.FakeServer, tr provider.Transport, token string) []pushtest.FakeRequest {
 	var out []pushtest.FakeRequest
 	for _, r := range fake.RequestsFor(tr) {
 		if r.Token == token {
@@ -89,7 +89,7 @@ func WithRetryAfter(a pushtest.FakeAnswer, v string) pushtest.FakeAnswer {
 
 // CheckResult fails t unless got has want's outcome and text, and its
 // retry delay and throttle.
-func CheckResult(t testing.TB, got, want oncepush.Result) {
+func CheckResult(t testing.TB, got, want provider.Result) {
 	t.Helper()
 	if got.Outcome != want.Outcome || got.Text != want.Text {
 		t.Errorf("Send: %v %q\nwant       %v %q", got.Outcome, got.Text, want.Outcome, want.Text)
@@ -102,8 +102,8 @@ func CheckResult(t testing.TB, got, want oncepush.Result) {
 // SendAll makes n sends at once, send(i) the i-th, and returns their results
 // in order. They start together, so they race for what the provider shares
 // (an access token, a provider JWT, a connection).
-func SendAll(n int, send func(i int) oncepush.Result) []oncepush.Result {
-	results := make([]oncepush.Result, n)
+func SendAll(n int, send func(i int) provider.Result) []provider.Result {
+	results := make([]provider.Result, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
@@ -118,10 +118,10 @@ func SendAll(n int, send func(i int) oncepush.Result) []oncepush.Result {
 }
 
 // AllAccepted fails t unless every result is accepted.
-func AllAccepted(t testing.TB, results []oncepush.Result) {
+func AllAccepted(t testing.TB, results []provider.Result) {
 	t.Helper()
 	for i, res := range results {
-		if res.Outcome != oncepush.OutcomeAccepted {
+		if res.Outcome != provider.OutcomeAccepted {
 			t.Fatalf("send %d: %v %q, want accepted", i, res.Outcome, res.Text)
 		}
 	}

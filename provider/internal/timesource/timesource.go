@@ -1,6 +1,6 @@
 // Package timesource is the providers' one time source: the clock a
 // provider's configuration gives, else the clock of the client it serves
-// (oncepush.ClockUser), else the wall clock. It is the only place in provider
+// (provider.ClockUser), else the wall clock. It is the only place in provider
 // code that reads the wall clock.
 package timesource
 
@@ -8,23 +8,23 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/provider"
 )
 
-// Source tells a provider the time. It implements oncepush.Clock; the zero
+// Source tells a provider the time. It implements provider.Clock; the zero
 // value reads the wall clock.
 type Source struct {
-	own    oncepush.Clock
+	own    provider.Clock
 	client atomic.Pointer[clockBox]
 }
 
-type clockBox struct{ c oncepush.Clock }
+type clockBox struct{ c provider.Clock }
 
 // New returns a source that reads own, when it is not nil, whatever clock a
 // client hands over later.
-func New(own oncepush.Clock) *Source { return &Source{own: own} }
+func New(own provider.Clock) *Source { return &Source{own: own} }
 
-// Now implements oncepush.Clock.
+// Now implements provider.Clock.
 func (s *Source) Now() time.Time {
 	if s.own != nil {
 		return s.own.Now()
@@ -36,9 +36,9 @@ func (s *Source) Now() time.Time {
 }
 
 // Use makes c the source's clock unless it was given one of its own: the
-// provider's oncepush.ClockUser method. A nil c changes nothing. It is safe
+// provider's provider.ClockUser method. A nil c changes nothing. It is safe
 // while the provider is in use.
-func (s *Source) Use(c oncepush.Clock) {
+func (s *Source) Use(c provider.Clock) {
 	if c != nil {
 		s.client.Store(&clockBox{c})
 	}
