@@ -177,3 +177,40 @@ func throttleFor(res Result) time.Duration {
 	}
 	return 0
 }
+
+// buildSubmissions prepares each pair's Submission once, after the claim
+// commits: what the provider is sent.
+func buildSubmissions(deliveries []*delivery) {
+	dataByMsg := map[int64]map[string]string{}
+	for _, d := range deliveries {
+		base, ok := dataByMsg[d.msg.ID]
+		if !ok {
+			base = flattenData(d.msg.Data)
+			dataByMsg[d.msg.ID] = base
+		}
+		d.data = make(map[string]string, len(base)+1)
+		for k, v := range base {
+			d.data[k] = v
+		}
+		d.data["oncepush_id"] = d.row.NotificationID
+		for _, p := range d.pairs {
+			p.sub = Submission{
+				NotificationID: d.row.NotificationID,
+				CollapseID:     d.row.NotificationID,
+				SubmissionID:   SubmissionID(d.row.ID, p.dev.Transport, p.tokenKey),
+				Resend:         p.prev != nil && p.prev.Submissions > 0,
+				DeliveryID:     d.row.ID,
+				DeviceID:       p.dev.ID,
+				Token:          p.dev.Token,
+				Type:           d.msg.Type,
+				Category:       d.msg.Category,
+				Title:          d.msg.Title,
+				Body:           d.msg.Body,
+				Data:           d.data,
+				Link:           d.msg.Link,
+				Image:          d.msg.Image,
+				ExpiresAt:      d.msg.ExpiresAt,
+			}
+		}
+	}
+}
