@@ -887,9 +887,16 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("no answer before the timeout", func(t *testing.T) {
 		t.Parallel()
 		p, b := setup(t)
-		b.fake.Program(provider.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Latency: 5 * time.Second})
-		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		b.fake.Program(provider.TransportAPNs, deviceToken(1), pushtest.FakeAnswer{Latency: time.Hour})
+		// The send's time runs out once the fake holds the whole request:
+		// the moment, not a guess at how long writing it takes.
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		go func() {
+			if b.fake.WaitReceived(ctx, 1) {
+				cancel()
+			}
+		}()
 		if res := p.Send(ctx, submission(1)); res.Outcome != provider.OutcomeMaybeSent {
 			t.Fatalf("Send: %v %q, want maybe-sent", res.Outcome, res.Text)
 		}
