@@ -98,7 +98,10 @@ type proxyConn struct {
 	holedAt atomic.Int64 // when it was black-holed, in Unix ns
 	// released: its server side was closed, its client told nothing.
 	released atomic.Bool
-	swallow  atomic.Bool // the server's answers are dropped (a trapped COMMIT)
+	// askedSilent: the client sent something after the connection went
+	// silent (it waits for an answer, unless it gave up since).
+	askedSilent atomic.Bool
+	swallow     atomic.Bool // the server's answers are dropped (a trapped COMMIT)
 	// trapped is the trap a COMMIT of this connection took; its answer is
 	// awaited to reset the client (trap.hold false).
 	trapped atomic.Pointer[CommitTrap]
@@ -335,6 +338,9 @@ func (pc *proxyConn) fromServer() {
 // connection is still usable.
 func (pc *proxyConn) forward(w *net.TCPConn, msg []byte) bool {
 	if pc.holed.Load() {
+		if w == pc.server {
+			pc.askedSilent.Store(true)
+		}
 		return true
 	}
 	if d := time.Duration(pc.p.latency.Load()); d > 0 {
@@ -430,14 +436,18 @@ func (p *Proxy) Release(d time.Duration) {
 }
 
 // HeldLonger counts the silent connections their client still holds d
-// after they went silent: a client that never gives up such a connection
-// hangs on it.
-func (p *Proxy) HeldLonger(d time.Duration) int {
-	n := 0
+// after they went silent: waiting, those it sent something on since (a
+// client waiting that long on such a connection hangs on it); idle, those
+// it has not used since (say, idle in a pool).
+func (p *Proxy) HeldLonger(d time.Duration) (waiting, idle int) {
 	for _, pc := range p.all() {
 		if pc.holed.Load() && time.Since(time.Unix(0, pc.holedAt.Load())) >= d {
-			n++
+			if pc.askedSilent.Load() {
+				waiting++
+			} else {
+				idle++
+			}
 		}
 	}
-	return n
+	return waiting, idle
 }
