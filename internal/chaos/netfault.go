@@ -60,10 +60,11 @@ type netState struct {
 	reset   int // connections reset, over all resets
 	holed   int // connections black-holed
 	// stillWaiting and stillIdle count, once every delivery is final, the
-	// black-holed connections a client still held holeRelease after they
-	// went silent: having sent something since (it waits on it: a hang),
-	// or not (idle in a pool, say, to be pinged and replaced when next
-	// used).
+	// black-holed connections a client still held: one it sent something
+	// on holeRelease ago or more (it has waited that long: a hang, since
+	// a statement's bound is 30 s and pgx's close of a dead connection
+	// 15 s), or one silent that long and unused since (idle in a pool, to
+	// be pinged and replaced when next used).
 	stillWaiting, stillIdle int
 }
 
@@ -220,6 +221,6 @@ func (s *netState) summary(faults []Fault) string {
 	for _, d := range s.resumed {
 		worst = max(worst, d)
 	}
-	return fmt.Sprintf("connection faults: %s; %d connections reset, %d black-holed; sends resumed at most %s after a black hole (%d measured); black-holed connections still held by their client %s later: %d waited on, %d idle",
+	return fmt.Sprintf("connection faults: %s; %d connections reset, %d black-holed; sends resumed at most %s after a black hole (%d measured); black-holed connections a client waited on for %s or more: %d (%d idle since)",
 		strings.Join(parts, ", "), s.reset, s.holed, worst.Round(10*time.Millisecond), len(s.resumed), holeRelease, s.stillWaiting, s.stillIdle)
 }

@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oncepush/oncepush/internal/pgfault"
@@ -198,10 +201,11 @@ func (inj *injector) scenarioEnd() {
 	if inj.proxy != nil {
 		waiting, idle := inj.proxy.HeldLonger(holeRelease)
 		s := inj.netMu()
-		s.stillWaiting, s.stillIdle = waiting, idle
+		s.stillWaiting, s.stillIdle = len(waiting), idle
 		inj.unlockNet()
-		if waiting > 0 {
-			inj.harnessViolation("waited on a silent connection", fmt.Sprintf("%d connections to PostgreSQL went silent more than %s ago, and their clients, having sent on them since, still hold them", waiting, holeRelease))
+		if len(waiting) > 0 {
+			inj.harnessViolation("waited on a silent connection", fmt.Sprintf("%d connections to PostgreSQL went silent more than %s ago, and their clients, having sent on them since, still hold them (%s)",
+				len(waiting), holeRelease, inj.dumpOwners(waiting)))
 		}
 	}
 }
@@ -239,4 +243,36 @@ func (inj *injector) workerDatabase() string {
 		return inj.workerDB
 	}
 	return inj.database
+}
+
+// dumpOwners finds the workers that own the given client addresses (from
+// /proc) and has each write its goroutines to its log (SIGQUIT, which also
+// ends it): the evidence of what waits. It says where to look.
+func (inj *injector) dumpOwners(addrs []string) string {
+	byPid := map[int]*slot{}
+	var pids []int
+	for _, s := range inj.slotsNow() {
+		if !s.proc.exited() {
+			byPid[s.proc.pid()] = s
+			pids = append(pids, s.proc.pid())
+		}
+	}
+	owners := socketOwners(pids)
+	var out []string
+	for _, a := range addrs {
+		_, port, _ := net.SplitHostPort(a)
+		n, _ := strconv.Atoi(port)
+		s := byPid[owners[n]]
+		if s == nil {
+			out = append(out, a+": no worker owns it")
+			continue
+		}
+		inj.mu.Lock()
+		s.busy = true
+		inj.mu.Unlock()
+		_ = s.proc.signal(syscall.SIGQUIT)
+		_ = s.proc.wait(10 * time.Second)
+		out = append(out, fmt.Sprintf("%s: %s, its goroutines in %s", a, s.proc, s.proc.logPath))
+	}
+	return strings.Join(out, "; ")
 }

@@ -98,10 +98,11 @@ type proxyConn struct {
 	holedAt atomic.Int64 // when it was black-holed, in Unix ns
 	// released: its server side was closed, its client told nothing.
 	released atomic.Bool
-	// askedSilent: the client sent something after the connection went
-	// silent (it waits for an answer, unless it gave up since).
-	askedSilent atomic.Bool
-	swallow     atomic.Bool // the server's answers are dropped (a trapped COMMIT)
+	// askedAt: when the client first sent something after the connection
+	// went silent, in Unix ns (0: not yet); it waits for an answer from
+	// then on, unless it gives up.
+	askedAt atomic.Int64
+	swallow atomic.Bool // the server's answers are dropped (a trapped COMMIT)
 	// trapped is the trap a COMMIT of this connection took; its answer is
 	// awaited to reset the client (trap.hold false).
 	trapped atomic.Pointer[CommitTrap]
@@ -339,7 +340,7 @@ func (pc *proxyConn) fromServer() {
 func (pc *proxyConn) forward(w *net.TCPConn, msg []byte) bool {
 	if pc.holed.Load() {
 		if w == pc.server {
-			pc.askedSilent.Store(true)
+			pc.askedAt.CompareAndSwap(0, time.Now().UnixNano())
 		}
 		return true
 	}
@@ -435,18 +436,21 @@ func (p *Proxy) Release(d time.Duration) {
 	}
 }
 
-// HeldLonger counts the silent connections their client still holds d
-// after they went silent: waiting, those it sent something on since (a
-// client waiting that long on such a connection hangs on it); idle, those
-// it has not used since (say, idle in a pool).
-func (p *Proxy) HeldLonger(d time.Duration) (waiting, idle int) {
+// HeldLonger lists the silent connections their client still holds: waiting,
+// by the client's address, those it sent something on at least d ago and
+// still waits on (a client that waits that long hangs on it); idle, how
+// many went silent at least d ago and were not used since (say, idle in a
+// pool, to be found out at their next use).
+func (p *Proxy) HeldLonger(d time.Duration) (waiting []string, idle int) {
 	for _, pc := range p.all() {
-		if pc.holed.Load() && time.Since(time.Unix(0, pc.holedAt.Load())) >= d {
-			if pc.askedSilent.Load() {
-				waiting++
-			} else {
-				idle++
-			}
+		if !pc.holed.Load() {
+			continue
+		}
+		switch asked := pc.askedAt.Load(); {
+		case asked != 0 && time.Since(time.Unix(0, asked)) >= d:
+			waiting = append(waiting, pc.client.RemoteAddr().String())
+		case asked == 0 && time.Since(time.Unix(0, pc.holedAt.Load())) >= d:
+			idle++
 		}
 	}
 	return waiting, idle

@@ -126,3 +126,41 @@ func TestProxyResetMidStatement(t *testing.T) {
 		t.Fatal("the client did not see the reset")
 	}
 }
+
+// TestHeldLongerTellsWaitingFromIdle: a silent connection the client sent
+// on is waited on; one it did not touch is idle; one the client closed is
+// neither.
+func TestHeldLongerTellsWaitingFromIdle(t *testing.T) {
+	p, via, _ := proxyTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
+	defer cancel()
+	if n := p.SilenceAll(); n != 1 {
+		t.Fatalf("silenced %d connections, want 1", n)
+	}
+	if waiting, idle := p.HeldLonger(0); len(waiting) != 0 || idle != 1 {
+		t.Fatalf("before a send: waiting %v, idle %d; want none, 1", waiting, idle)
+	}
+	qctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := via.Exec(qctx, "SELECT 1"); done <- err }()
+	for { // awaited: the proxy has the query
+		if waiting, _ := p.HeldLonger(0); len(waiting) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop() // the client gives up: pgx closes the connection
+	if err := <-done; err == nil {
+		t.Fatal("a query was answered through a silent connection")
+	}
+	for { // awaited: pgx's close reaches the proxy (within its 15 s drain)
+		waiting, idle := p.HeldLonger(0)
+		if len(waiting) == 0 && idle == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the closed connection is still held: waiting %v, idle %d", waiting, idle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
