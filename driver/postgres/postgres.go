@@ -57,12 +57,54 @@ type Driver struct {
 	pool *pgxpool.Pool
 	// begin begins the driver's own transactions: with the idle bound.
 	begin pgx.TxOptions
+	// listenCheck is how long the wake-up listener waits in silence before
+	// it checks its connection (ListenCheck).
+	listenCheck time.Duration
 }
 
 // New returns a driver on the pool. The pool is the caller's: the driver never
 // closes it.
 func New(pool *pgxpool.Pool) *Driver {
-	return &Driver{pool: pool, begin: beginBounded(IdleInTransactionTimeout)}
+	return &Driver{pool: pool, begin: beginBounded(IdleInTransactionTimeout), listenCheck: ListenCheck}
+}
+
+// Bounds on a connection that stops answering without closing: a server
+// that hangs, a peer or a network path that vanished without a reset, a
+// COMMIT whose answer is lost (D171). Statements are bounded by the
+// engine's contexts (30 s for a claim, a mark, a record try); these bound
+// what no statement's context reaches.
+const (
+	// ConnectTimeout bounds a new connection's dial and start-up, per host,
+	// when the URL sets no connect_timeout. pgxpool makes its connections
+	// on a context only closing the pool cancels: a start-up that is never
+	// answered would hold one of the pool's slots for good.
+	ConnectTimeout = 10 * time.Second
+	// PingTimeout bounds the liveness ping pgxpool sends a connection idle
+	// for more than a second before handing it out, when the URL sets no
+	// pool_ping_timeout. Without it a dead connection takes its caller's
+	// whole deadline rather than being replaced, and its ping goes on for up
+	// to a minute after the caller gave up, holding up the pool's Close
+	// (a worker's exit) meanwhile.
+	PingTimeout = 5 * time.Second
+	// ListenCheck is how long the wake-up listener waits for a
+	// notification before it pings its connection (within PingTimeout);
+	// one that does not answer is replaced. Without it a listener whose
+	// connection went silent waits for good, and the engine falls back on
+	// polling until the process ends.
+	ListenCheck = 30 * time.Second
+)
+
+// BoundConnections sets ConnectTimeout and PingTimeout on cfg where the
+// URL set neither (connect_timeout, pool_ping_timeout). The oncepush
+// command does it to every pool it opens; an application that builds its
+// own pool for the driver should too.
+func BoundConnections(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = ConnectTimeout
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = PingTimeout
+	}
 }
 
 // beginBounded is how the driver begins a transaction of its own: BEGIN and
@@ -125,12 +167,25 @@ func (d *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake func(
 	}
 	wake()
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := context.WithTimeout(ctx, d.listenCheck)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			if n.Payload == schema {
+				wake()
+			}
+		case ctx.Err() == nil && wctx.Err() != nil:
+			// Quiet for a while: is anyone still there? (A timeout leaves
+			// the connection usable.)
+			pctx, cancel := context.WithTimeout(ctx, PingTimeout)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
 			return err
-		}
-		if n.Payload == schema {
-			wake()
 		}
 	}
 }

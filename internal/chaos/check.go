@@ -100,6 +100,17 @@ type Fault struct {
 	At     time.Time
 	Target string         // the process, e.g. "worker-2 (pid 1234)"
 	Held   map[string]int // requests of the target the fake held at the fault, per transport
+	// Until is the end of a fault that lasts (a connection fault's window);
+	// zero for a fault of a moment.
+	Until time.Time
+}
+
+// end is when the fault ended: Until, or At for a fault of a moment.
+func (f *Fault) end() time.Time {
+	if f.Until.After(f.At) {
+		return f.Until
+	}
+	return f.At
 }
 
 // Fault kinds. Only those that can interrupt a provider request between its
@@ -112,7 +123,7 @@ const (
 )
 
 func (f *Fault) interruptsSends() bool {
-	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart
+	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart || scenarioInterrupts(f.Kind)
 }
 
 // Limits are the engine settings the checker's bounds follow from.
@@ -217,6 +228,9 @@ type Result struct {
 	// UnsettledGone counts pairs of final deliveries left pending or
 	// sending because their device was deleted meanwhile.
 	UnsettledGone int
+	// Counts is the number of violations of each kind (Violations lists
+	// the first few of each).
+	Counts map[string]int
 }
 
 // Failed reports whether any promise was broken.
@@ -506,13 +520,13 @@ func Check(in Input) *Result {
 		}
 		near := false
 		for _, f := range faults {
-			near = near || (!in.Faults[f].At.Before(u.from) && !in.Faults[f].At.After(u.to))
+			near = near || (!in.Faults[f].end().Before(u.from) && !in.Faults[f].At.After(u.to))
 		}
 		if near {
 			violate(vInFlight, "%s: every fault within a lease of its mark already had as many never-received %s submissions as it could have in flight",
 				u.detail, u.transport)
 		} else {
-			violate(vUnattributed, "%s: a submission never reached the provider, and no worker kill, SIGSTOP or PostgreSQL restart came within a lease (%s) of its mark",
+			violate(vUnattributed, "%s: a submission never reached the provider, and no fault that can stop a run between its mark and its send (a worker kill, SIGSTOP, PostgreSQL restart, connection fault, failover) came within a lease (%s) of its mark",
 				u.detail, in.Limits.Lease)
 		}
 	}
@@ -522,6 +536,7 @@ func Check(in Input) *Result {
 		}
 	}
 
+	res.Counts = counts
 	for kind, n := range counts {
 		if n > maxDetails {
 			res.Violations = append(res.Violations, Violation{Kind: kind, Detail: fmt.Sprintf("… %d in all", n)})
@@ -555,7 +570,10 @@ type unreceivedSubmission struct {
 // a matching on intervals, and the greedy one is optimal (Glover): the
 // faults in time order, each taking, among the submissions whose interval
 // has begun, those whose interval ends first. A submission it cannot place
-// has no feasible explanation, whatever the assignment.
+// has no feasible explanation, whatever the assignment. (With faults that
+// last, a window taking the submissions begun by its end, the greedy is no
+// longer proven optimal: it may report a submission another assignment
+// could explain, never the reverse.)
 func assignToFaults(us []unreceivedSubmission, faults []Fault, order []int, capacity func(int) int) []unreceivedSubmission {
 	byTransport := map[string][]int{}
 	for i := range us {
@@ -567,8 +585,10 @@ func assignToFaults(us []unreceivedSubmission, faults []Fault, order []int, capa
 		var open []int // begun, not yet charged; kept sorted by end
 		next := 0
 		for _, f := range order {
-			at := faults[f].At
-			for next < len(idx) && !us[idx[next]].from.After(at) {
+			// A fault that lasts can take a submission whose interval meets
+			// its window.
+			at, end := faults[f].At, faults[f].end()
+			for next < len(idx) && !us[idx[next]].from.After(end) {
 				open = append(open, idx[next])
 				next++
 			}

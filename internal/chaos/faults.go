@@ -42,6 +42,7 @@ type injector struct {
 	// refusedStarts counts worker starts that exited at once, their
 	// database unreachable (a PostgreSQL restart).
 	refusedStarts int
+	*scenarioState
 }
 
 // restartWait bounds how long the harness starts a process again while its
@@ -69,7 +70,7 @@ func (inj *injector) startWorker(ctx context.Context, i int) error {
 	var p *proc
 	for deadline := time.Now().Add(restartWait); ; {
 		var err error
-		if p, err = inj.h.ps.start(name, inj.h.bin, []string{"work", "--database", inj.database, "--config", inj.cfg, "--log-format", "json"}, nil); err != nil {
+		if p, err = inj.h.ps.start(name, inj.h.bin, []string{"work", "--database", inj.workerDatabase(), "--config", inj.cfg, "--log-format", "json"}, nil); err != nil {
 			return err
 		}
 		_, err = p.waitFor(ctx, p.stderr, "that it is working", 60*time.Second, func(s string) (string, bool) {
@@ -120,7 +121,7 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 	at := func(frac float64) time.Time { return start.Add(time.Duration(float64(inj.p.chaos) * frac)) }
 
 	goFault(func() error { // worker kills, one every killEvery
-		for {
+		for inj.p.killEvery > 0 {
 			if err := sleep(fctx, inj.p.killEvery); err != nil {
 				return nil
 			}
@@ -131,7 +132,9 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 				return err
 			}
 		}
+		return nil
 	})
+	goFault(func() error { return inj.runScenario(fctx, start) })
 	for i := range inj.p.stops {
 		goFault(func() error {
 			if err := sleepUntil(fctx, at(float64(i+1)/float64(inj.p.stops+1)-0.1)); err != nil {
@@ -533,7 +536,11 @@ func (inj *injector) stopWorkers() []Violation {
 	}
 	for _, s := range slots {
 		if err := s.proc.wait(45 * time.Second); err != nil {
-			inj.harnessViolation("worker did not stop on SIGTERM", err.Error())
+			// SIGQUIT: Go writes every goroutine's stack to the log, to
+			// show what held it.
+			_ = s.proc.signal(syscall.SIGQUIT)
+			_ = s.proc.wait(10 * time.Second)
+			inj.harnessViolation("worker did not stop on SIGTERM", err.Error()+"; its goroutines (SIGQUIT) are in its log: "+s.proc.logPath)
 			_ = s.proc.kill()
 			continue
 		}

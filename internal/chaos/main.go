@@ -24,6 +24,12 @@
 //	go run ./internal/chaos -short        # about a minute: both drivers, a few kills (scripts/test runs it)
 //	go run ./internal/chaos               # the long run: ≥ 10 min, ≥ 100 kills, ≥ 100,000 sends, a PostgreSQL restart
 //	go run ./internal/chaos -driver sqlite -duration 2m -workers 4 -seed 7 -keep
+//	go run ./internal/chaos -driver none -netfaults -failover -scenario-duration 3m
+//
+// The last line runs only the scenarios (scenario.go), PostgreSQL phases
+// of their own that the long mode runs after the drivers': faults on the
+// workers' connections through a proxy (netfault.go), and a failover to a
+// streaming standby, synchronous and asynchronous (failover.go).
 //
 // PostgreSQL: the short mode creates (and drops) a database on the server
 // scripts/test uses ($ONCEPUSH_TEST_DATABASE_URL, default
@@ -60,6 +66,11 @@ type options struct {
 	minSends    int // long mode: requests the providers must have received, over all drivers
 	minKills    int
 	pgRestart   bool
+	// The scenarios (scenario.go): asked for, and whether any flag of theirs
+	// was given (otherwise the long mode runs them all).
+	sc               scenarioFlags
+	scSet            bool
+	scenarioDuration time.Duration
 }
 
 func main() {
@@ -71,7 +82,7 @@ func run() int {
 	var driver string
 	flag.BoolVar(&o.short, "short", false, "the short mode: about a minute on 2 cores, both drivers, a few kills, one SIGSTOP and one API kill per driver, no PostgreSQL restart")
 	flag.BoolVar(&o.long, "long", false, "the long mode (the default): ≥ 10 minutes, ≥ 100 kills, ≥ 100,000 sends, one PostgreSQL restart, two SIGSTOPs")
-	flag.StringVar(&driver, "driver", "both", "sqlite, postgres or both")
+	flag.StringVar(&driver, "driver", "both", "sqlite, postgres, both, or none (the scenarios alone)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()%1e6), "seed of the workload, the fake's answers and the choice of victims (the timing of faults is the machine's)")
 	flag.DurationVar(&o.duration, "duration", 0, "how long faults are injected, over all drivers (default 30s short, 10m long)")
 	flag.IntVar(&o.workers, "workers", 3, "'oncepush work' processes per driver")
@@ -82,6 +93,8 @@ func run() int {
 	flag.IntVar(&o.minSends, "min-sends", -1, "run until the providers received this many requests (default 0 short, 100000 long), up to twice -duration")
 	flag.IntVar(&o.minKills, "min-kills", -1, "run until this many workers were killed (default 0 short, 100 long), up to twice -duration")
 	flag.BoolVar(&o.pgRestart, "pg-restart", false, "crash-restart PostgreSQL once (a private cluster); on by default in the long mode")
+	o.sc.register()
+	flag.DurationVar(&o.scenarioDuration, "scenario-duration", 0, "how long each scenario's faults last (default a fifth of -duration, at least a minute)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: unexpected argument %q\n", flag.Arg(0))
@@ -97,8 +110,9 @@ func run() int {
 		o.drivers = []string{"sqlite", "postgres"}
 	case "sqlite", "postgres":
 		o.drivers = []string{driver}
+	case "none": // the scenarios alone
 	default:
-		fmt.Fprintf(os.Stderr, "chaos: -driver %q: want sqlite, postgres or both\n", driver)
+		fmt.Fprintf(os.Stderr, "chaos: -driver %q: want sqlite, postgres, both or none\n", driver)
 		return 2
 	}
 	if o.workers < 2 || o.workers > 16 {
@@ -106,7 +120,10 @@ func run() int {
 		return 2
 	}
 	pgRestartSet := false
-	flag.Visit(func(f *flag.Flag) { pgRestartSet = pgRestartSet || f.Name == "pg-restart" })
+	flag.Visit(func(f *flag.Flag) {
+		pgRestartSet = pgRestartSet || f.Name == "pg-restart"
+		o.scSet = o.scSet || f.Name == "netfaults" || f.Name == "failover"
+	})
 	if o.long {
 		o.duration = cmpOr(o.duration, 10*time.Minute)
 		o.killEvery = cmpOr(o.killEvery, 3*time.Second)
@@ -170,6 +187,13 @@ func run() int {
 			return 1
 		}
 		results = append(results, r)
+	}
+	rs, err := h.runScenarios(ctx)
+	results = append(results, rs...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+		failed = true
+		return 1
 	}
 	printSummary(os.Stdout, results, time.Since(start))
 	for _, r := range results {

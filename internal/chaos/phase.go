@@ -49,11 +49,15 @@ type plan struct {
 	backlog    int // pairs posted and not yet received at most
 	quiesce    time.Duration
 	seed       uint64
+	// scenario names a scenario's phase (scenario.go); measureOnly: its
+	// violations are what it measures, not a failure.
+	scenario    string
+	measureOnly bool
 }
 
 // plan divides the run between the drivers.
 func (h *harness) plan(driver string, i int) plan {
-	n := len(h.o.drivers)
+	n := max(len(h.o.drivers), 1)
 	p := plan{
 		driver:    driver,
 		chaos:     h.o.duration / time.Duration(n),
@@ -106,9 +110,14 @@ type phaseResult struct {
 	// refusedStarts counts worker starts refused while PostgreSQL restarted.
 	refusedStarts int
 	stopStalled   bool
+	net           *netState     // a connection-fault scenario's figures
+	failoverIn    time.Duration // a failover scenario's time without a primary
 }
 
 func (r *phaseResult) failed() bool {
+	if r.plan.measureOnly {
+		return len(r.harness) > 0 || len(r.targets) > 0
+	}
 	return r.check.Failed() || len(r.harness) > 0 || len(r.targets) > 0
 }
 
@@ -116,12 +125,12 @@ func (r *phaseResult) failed() bool {
 func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	start := time.Now()
 	res := &phaseResult{plan: p, nWorkers: h.o.workers}
-	dir := filepath.Join(h.tmp, p.driver)
+	dir := h.phaseDir(p)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
 	fmt.Printf("chaos: %s: starting (faults for %s, kill every %s, %d SIGSTOP, %d API kills, %d PostgreSQL restarts)\n",
-		p.driver, p.chaos, p.killEvery, p.stops, p.apiKills, p.pgRestarts)
+		p.label(), p.chaos, p.killEvery, p.stops, p.apiKills, p.pgRestarts)
 
 	// The fake providers: a fresh process per phase, so its record is this
 	// phase's alone.
@@ -134,7 +143,15 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	// The database.
 	var database string
 	var pg *cluster
+	sc := &scenarioState{}
 	switch {
+	case p.scenario != "":
+		var stop func()
+		database, stop, err = h.scenarioDatabase(ctx, sc, p, dir)
+		defer stop()
+		if err != nil {
+			return nil, err
+		}
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
 	case p.pgRestarts > 0:
@@ -168,6 +185,9 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			sep = "&"
 		}
 		database += fmt.Sprintf("%spool_max_conns=%d", sep, pgPoolMaxConns)
+		if sc.workerDB != "" {
+			sc.workerDB += fmt.Sprintf("%spool_max_conns=%d", sep, pgPoolMaxConns)
+		}
 	}
 
 	cfg, err := writeConfig(dir, f)
@@ -191,7 +211,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.driver, len(w.recipients), len(w.tokens), w.dead)
 
-	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners,
+	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners, scenarioState: sc,
 		rng: rand.New(rand.NewPCG(p.seed, 0xfa17))}
 	for i := range h.o.workers {
 		if err := inj.startWorker(ctx, i); err != nil {
@@ -240,6 +260,8 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	inj.scenarioEnd()
+	res.net, res.failoverIn = inj.net, inj.failoverIn
 
 	// The providers' own record, read once nothing can be sent any more.
 	receipts, err := f.received(ctx)

@@ -380,5 +380,13 @@ func RedactURL(s string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	return fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	// Every host a multi-host URL names (a primary and its standbys), in
+	// the order they are tried.
+	hosts := fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		if h := fmt.Sprintf("%s:%d", f.Host, f.Port); !strings.Contains(","+hosts+",", ","+h+",") {
+			hosts += "," + h
+		}
+	}
+	return fmt.Sprintf("%s@%s/%s", cfg.ConnConfig.User, hosts, cfg.ConnConfig.Database)
 }

@@ -463,3 +463,17 @@ func TestEnvironmentIsCaseSensitive(t *testing.T) {
 		t.Fatalf("variables spelt in other cases were read: %+v, %v", st, err)
 	}
 }
+
+// TestRedactURLNamesEveryHost: a multi-host URL (a primary and its standby,
+// target_session_attrs=read-write) is named with every host it tries, and
+// without its password.
+func TestRedactURLNamesEveryHost(t *testing.T) {
+	const pw = "CANARY-multi-host-9f8e"
+	got := RedactURL("postgres://push:" + pw + "@db-a:5432,db-b:5433/ledger?target_session_attrs=read-write&sslmode=disable")
+	if want := "push@db-a:5432,db-b:5433/ledger"; got != want {
+		t.Errorf("RedactURL = %q, want %q", got, want)
+	}
+	if got := RedactURL("postgres://push:" + pw + "@db:5432/ledger"); got != "push@db:5432/ledger" {
+		t.Errorf("RedactURL of one host = %q", got)
+	}
+}

@@ -134,6 +134,7 @@ func openPool(ctx context.Context, st *config.Settings, dsn string) (*pgxpool.Po
 		// requests; the URL's pool_max_conns overrides this.
 		cfg.MaxConns = config.PoolMaxConnsDefault
 	}
+	postgres.BoundConnections(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, databaseErr(st, err.Error())

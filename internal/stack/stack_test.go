@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -89,5 +90,36 @@ func TestDatabaseErrorsSayWhy(t *testing.T) {
 		&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "push"`}))
 	if !strings.Contains(got, `refused the login of user "push": authentication failed`) {
 		t.Errorf("a wrong password: %s", got)
+	}
+}
+
+// TestMultiHostURLReachesTheWritableHost: a URL naming several hosts with
+// target_session_attrs=read-write (a primary and its standby, in either
+// order) reaches pgx whole: with the first host gone, Open connects to the
+// second, and an error names both.
+func TestMultiHostURLReachesTheWritableHost(t *testing.T) {
+	t.Parallel()
+	base, err := url.Parse(testdb.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := l.Addr().String()
+	_ = l.Close() // nothing listens there now
+	q := base.Query()
+	q.Set("target_session_attrs", "read-write")
+	dsn := fmt.Sprintf("postgres://%s@%s,%s%s?%s", base.User.String(), gone, base.Host, base.Path, q.Encode())
+	db, err := Open(t.Context(), &config.Settings{File: config.File{Database: dsn}})
+	if err != nil {
+		t.Fatalf("%s: %v", dsn, err)
+	}
+	db.Close()
+
+	dsn = fmt.Sprintf("postgres://%s@%s,%s%s?%s", base.User.String(), gone, gone, base.Path, q.Encode())
+	if _, err := Open(t.Context(), &config.Settings{File: config.File{Database: dsn}}); err == nil || !strings.Contains(err.Error(), gone) {
+		t.Errorf("no host reachable: %v, want an error naming %s", err, gone)
 	}
 }
