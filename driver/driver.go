@@ -19,6 +19,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Sentinel errors drivers translate their database errors into, so that the engine
@@ -130,6 +131,16 @@ type SingleWriter interface {
 type ConflictDetector interface {
 	// Conflict reports whether err, or an error it wraps, is such an abort.
 	Conflict(err error) bool
+}
+
+// NowOf is t as a method's Now: nil, the database's clock, when t is zero.
+// Rows whose creation time a caller may give (Campaign.CreatedAt,
+// serverstore.APIKey.CreatedAt) mean "now" by leaving it zero.
+func NowOf(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // MigrateResult says what Migrate did.

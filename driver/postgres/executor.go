@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -184,13 +183,4 @@ func jsonArg(doc []byte) any {
 		return nil
 	}
 	return string(doc)
-}
-
-// nowOrNil is t as a statement's @now, or nil (the database's now()) when
-// it is zero.
-func nowOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }

@@ -25,7 +25,7 @@ func scanCampaign(r pgx.CollectableRow) (*driver.Campaign, error) {
 func (e *executor) CampaignInsert(ctx context.Context, c *driver.Campaign) (*driver.Campaign, error) {
 	out := *c
 	err := e.db.QueryRow(ctx, q.Get("CampaignInsert"), named{
-		"now": nowOrNil(c.CreatedAt), "name": c.Name, "status": c.Status, "content": jsonArg(c.Content), "audience": c.Audience,
+		"now": driver.NowOf(c.CreatedAt), "name": c.Name, "status": c.Status, "content": jsonArg(c.Content), "audience": c.Audience,
 		"filter": jsonArg(c.Filter), "start_at": c.StartAt, "rate_per_minute": c.RatePerMinute,
 	}).Scan(&out.ID, &out.CreatedAt)
 	out.UpdatedAt = out.CreatedAt

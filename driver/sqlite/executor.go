@@ -193,10 +193,11 @@ func jsonArg(doc []byte) any {
 	return string(doc)
 }
 
-// tagsCol scans a device's tags, a JSON array text, into a []string.
-type tagsCol struct{ tags *[]string }
+// stringsCol scans a TEXT column holding a JSON array of strings (a
+// device's tags; the server's scopes and opt-outs) into a []string.
+type stringsCol struct{ v *[]string }
 
-func (c tagsCol) Scan(src any) error {
+func (c stringsCol) Scan(src any) error {
 	var text []byte
 	switch v := src.(type) {
 	case string:
@@ -204,10 +205,10 @@ func (c tagsCol) Scan(src any) error {
 	case []byte:
 		text = v
 	default:
-		return fmt.Errorf("sqlite: tags column holds %T, want a JSON array", src)
+		return fmt.Errorf("sqlite: list column holds %T, want a JSON array", src)
 	}
-	*c.tags = nil
-	return json.Unmarshal(text, c.tags)
+	*c.v = nil
+	return json.Unmarshal(text, c.v)
 }
 
 // jsonList encodes a list parameter for json_each: always an array, since
@@ -296,7 +297,7 @@ func scanMessage(r scanner) (*driver.Message, error) {
 func scanDevice(r scanner) (*driver.Device, error) {
 	d := &driver.Device{}
 	err := r.Scan(&d.ID, &d.Recipient, &d.Transport, &d.Token, &d.TokenKey, &d.Platform, &d.Session,
-		&d.Locale, &d.TimeZone, tagsCol{&d.Tags}, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
+		&d.Locale, &d.TimeZone, stringsCol{&d.Tags}, timeCol{&d.CreatedAt}, timeCol{&d.RegisteredAt})
 	return d, err
 }
 

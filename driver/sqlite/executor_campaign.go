@@ -26,10 +26,7 @@ func scanCampaign(r scanner) (*driver.Campaign, error) {
 // CampaignInsert implements driver.Executor. CreatedAt is the given one,
 // or the host's clock when it is zero; UpdatedAt is the same.
 func (e *executor) CampaignInsert(ctx context.Context, c *driver.Campaign) (*driver.Campaign, error) {
-	now := nowMicros(nil)
-	if !c.CreatedAt.IsZero() {
-		now = c.CreatedAt.UnixMicro()
-	}
+	now := nowMicros(driver.NowOf(c.CreatedAt))
 	return written(ctx, e, func(db dbtx) (*driver.Campaign, error) {
 		return scanCampaign(db.QueryRowContext(ctx, q.Get("CampaignInsert"),
 			sql.Named("now", now), sql.Named("name", c.Name), sql.Named("status", c.Status),
