@@ -18,11 +18,13 @@ import (
 // drivers are the storage drivers in this repository, by directory.
 var drivers = []string{"postgres", "sqlite"}
 
-// querySets are a driver's query files, each named by the variable its code
-// looks queries up in: the engine's statements (package driver's contract),
-// and the server's (package driver/serverstore's), which the engine never runs.
+// querySets are a driver's query files, by the variable its code looks
+// queries up in, as a pattern of file names: the engine's statements
+// (package driver's contract; queries.sql and one queries_<concept>.sql per
+// interface), and the server's (package driver/serverstore's), which the
+// engine never runs.
 var querySets = map[string]string{
-	"q":  "queries.sql",
+	"q":  "queries*.sql",
 	"sq": "server_queries.sql",
 }
 
@@ -63,7 +65,7 @@ var dialectOnly = map[string]map[string]string{
 }
 
 // TestQueryNamesAreDefinedAndUsed: every name a driver's code looks up is in
-// the query file of the set it looks it up in (q: queries.sql, sq:
+// the query files of the set it looks it up in (q: queries*.sql, sq:
 // server_queries.sql), and every query in those files is looked up through
 // its own set. A misspelled name would otherwise panic only when its code path
 // first runs, and an engine statement run through the server's set (or the
@@ -71,20 +73,19 @@ var dialectOnly = map[string]map[string]string{
 func TestQueryNamesAreDefinedAndUsed(t *testing.T) {
 	for _, dir := range drivers {
 		t.Run(dir, func(t *testing.T) {
-			files := queryFiles(t, dir)
+			sets := querySetsOf(t, dir)
 			used := usedNames(t, dir)
 			for set, names := range used {
-				defined := files[querySets[set]]
 				for name, pos := range names {
-					if _, ok := defined[name]; !ok {
+					if _, ok := sets[set][name]; !ok {
 						t.Errorf("%s looks up query %q in %s, which %s/%s does not define", pos, name, set, dir, querySets[set])
 					}
 				}
 			}
-			for set, file := range querySets {
-				for _, name := range slices.Sorted(maps.Keys(files[file])) {
+			for set, defined := range sets {
+				for _, name := range slices.Sorted(maps.Keys(defined)) {
 					if _, ok := used[set][name]; !ok {
-						t.Errorf("%s/%s defines query %q, which its code never looks up in %s", dir, file, name, set)
+						t.Errorf("%s/%s defines query %q, which its code never looks up in %s", dir, defined[name], name, set)
 					}
 				}
 			}
@@ -123,43 +124,58 @@ func TestDriversHaveTheSameQueries(t *testing.T) {
 	}
 }
 
-// queries reads every named query of a driver's query files, merged.
+// queries reads every named query of a driver's query files, merged, by
+// the file that defines it.
 func queries(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	all := map[string]string{}
-	for file, q := range queryFiles(t, dir) {
-		for name, text := range q {
-			if _, dup := all[name]; dup {
-				t.Errorf("%s: query %q is defined twice (again in %s)", dir, name, file)
+	for _, set := range querySetsOf(t, dir) {
+		for name, file := range set {
+			if first, dup := all[name]; dup {
+				t.Errorf("%s: query %q is defined in %s and again in %s", dir, name, first, file)
 			}
-			all[name] = text
+			all[name] = file
 		}
 	}
 	return all
 }
 
-// queryFiles reads the named queries of each of a driver's query files (*.sql
-// beside its Go code; migrations live in directories of their own), by file
-// name. Every file must be one of querySets.
-func queryFiles(t *testing.T, dir string) map[string]map[string]string {
+// querySetsOf reads the named queries of a driver's query files (*.sql
+// beside its Go code; migrations live in directories of their own), by
+// query set, each name with the file defining it. Every file must match
+// one of querySets' patterns.
+func querySetsOf(t *testing.T, dir string) map[string]map[string]string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("%s: no query files (%v)", dir, err)
 	}
-	known := slices.Collect(maps.Values(querySets))
 	out := map[string]map[string]string{}
+	for set := range querySets {
+		out[set] = map[string]string{}
+	}
 	for _, f := range files {
 		name := filepath.Base(f)
-		if !slices.Contains(known, name) {
-			t.Errorf("%s: query file %s is not one of %v: add it to querySets", dir, name, known)
+		set := ""
+		for s, pattern := range querySets {
+			if ok, _ := filepath.Match(pattern, name); ok {
+				set = s
+			}
+		}
+		if set == "" {
+			t.Errorf("%s: query file %s matches none of %v: add it to querySets", dir, name, slices.Sorted(maps.Values(querySets)))
 			continue
 		}
 		q, err := sqlfile.Parse(os.DirFS(dir), name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = q
+		for qname := range q {
+			if first, dup := out[set][qname]; dup {
+				t.Errorf("%s: query %q is defined in %s and again in %s", dir, qname, first, name)
+			}
+			out[set][qname] = name
+		}
 	}
 	return out
 }

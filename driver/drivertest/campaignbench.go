@@ -302,7 +302,11 @@ func runCampaign[TTx any](ctx context.Context, drv driver.Driver[TTx], devices, 
 		if _, err := ex.DeliveryCountByStatus(ctx, got.MessageID); err != nil {
 			return nil, err
 		}
-		if _, err := ex.DeviceAttemptCountByState(ctx, got.MessageID); err != nil {
+		tex, err := testExecutor(ex)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tex.DeviceAttemptCountByState(ctx, got.MessageID); err != nil {
 			return nil, err
 		}
 		if _, err := ex.DeviceAttemptAmbiguousCount(ctx, got.MessageID); err != nil {

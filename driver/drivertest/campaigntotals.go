@@ -35,7 +35,11 @@ func (b *bundle[TTx]) recount(messageID int64) map[string]int {
 		b.t.Fatal(err)
 	}
 	maps.Copy(out, byStatus)
-	byState, err := ex.DeviceAttemptCountByState(b.ctx, messageID)
+	tex, err := testExecutor(ex)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	byState, err := tex.DeviceAttemptCountByState(b.ctx, messageID)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -8,10 +8,17 @@
 //		drivertest.Run(t, drivertest.Harness[mydriver.Tx]{NewDB: newDB})
 //	}
 //
-// where newDB returns a fresh, migrated database for one test (see DB). A
-// driver that also keeps the server's state (package driver/serverstore)
-// passes RunServer too, with Harness.ServerStore set. The PostgreSQL and
-// SQLite drivers' conformance_test.go files are worked examples.
+// where newDB returns a fresh, migrated database for one test (see DB).
+// RunMethods is the layer below: each promise of a single driver method,
+// on the executor directly, so that a failure names the method. A driver
+// that also keeps the server's state (package driver/serverstore) passes
+// RunServer too, with Harness.ServerStore set. The PostgreSQL driver's
+// conformance_test.go is a worked example; the SQLite driver's Run is the
+// root package's conformance_test.go.
+//
+// The suite's files are named after the root file whose promises they
+// attack (claim.go, record.go, cancel.go, sendgroup.go, …); methods.go is
+// RunMethods.
 package drivertest
 
 import (

@@ -56,6 +56,12 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness[pgx.Tx]{NewDB: newDB})
 }
 
+// TestMethods runs the per-method layer: each promise of a single method,
+// on the executor directly.
+func TestMethods(t *testing.T) {
+	drivertest.RunMethods(t, drivertest.Harness[pgx.Tx]{NewDB: newDB})
+}
+
 func TestServerConformance(t *testing.T) {
 	drivertest.RunServer(t, drivertest.Harness[pgx.Tx]{NewDB: newDB, ServerStore: serverStore})
 }

@@ -1,6 +1,10 @@
 package postgres
 
-import "time"
+import (
+	"time"
+
+	"github.com/oncepush/oncepush/driver/drivertest"
+)
 
 // Test hooks for this package's tests (package postgres_test), compiled only
 // into them.
@@ -12,3 +16,6 @@ func SetIdleInTransactionTimeout(d *Driver, idle time.Duration) { d.begin = begi
 // SetListenCheck replaces ListenCheck for d's wake-up listener, so that a
 // test sees a silent connection replaced in a second.
 func SetListenCheck(d *Driver, every time.Duration) { d.listenCheck = every }
+
+// The suite reads through drivertest.TestExecutor what the engine never asks.
+var _ drivertest.TestExecutor = (*executor)(nil)

@@ -31,10 +31,12 @@ import (
 // sqlFS holds the driver's SQL: the engine's queries and migrations, and the
 // server's (server.go).
 //
-//go:embed queries.sql migration/*.sql server_queries.sql servermigration/*.sql
+//go:embed queries*.sql migration/*.sql server_queries.sql servermigration/*.sql
 var sqlFS embed.FS
 
-var q = sqlfile.MustParse(sqlFS, "queries.sql")
+// q holds the engine's named queries: queries.sql and one queries_<concept>.sql
+// per interface of package driver, read as one set.
+var q = sqlfile.MustParseGlob(sqlFS, "queries*.sql")
 
 // Channel is the LISTEN/NOTIFY channel; the payload is the schema name.
 const Channel = "oncepush_wake"

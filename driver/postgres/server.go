@@ -53,16 +53,9 @@ type serverExecutor struct {
 
 func (e *serverExecutor) APIKeyInsert(ctx context.Context, k *serverstore.APIKey) error {
 	_, err := e.db.Exec(ctx, sq.Get("APIKeyInsert"), named{
-		"id": k.ID, "name": k.Name, "hash": k.Hash, "scopes": k.Scopes, "now": nilIfZero(k.CreatedAt),
+		"id": k.ID, "name": k.Name, "hash": k.Hash, "scopes": k.Scopes, "now": driver.NowOf(k.CreatedAt),
 	})
 	return err
-}
-
-func nilIfZero(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }
 
 func scanAPIKey(r pgx.CollectableRow) (*serverstore.APIKey, error) {

@@ -1,6 +1,10 @@
 // Package serverstore defines the storage contract of oncepush's server: the
-// state it keeps beside the engine's ledger — API keys and recipients'
-// preferences (campaigns and apps will follow). It is the second contract a
+// state it keeps beside the engine's ledger, which the engine never reads —
+// API keys and recipients' preferences, and whatever else only the server
+// keeps (operator accounts, say). State the engine reads or expands into
+// deliveries is the engine's, in package driver, even when the server
+// drives it: campaigns are there (driver.CampaignExecutor), and so will be a
+// feed, an outbox or apps (docs/decisions.md D142). It is the second contract a
 // storage driver implements, beside package driver's engine contract, and it
 // has migrations of its own, recorded apart from the engine's: the server's
 // schema evolves without the engine's, and a database used only through the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/driver/drivertest"
 )
 
 // TestCampaignStatements exercises the SQLite statements of campaigns
@@ -241,7 +242,7 @@ func TestCampaignStatements(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := ex.DeviceAttemptCountByState(ctx, msg)
+	counts, err := ex.(drivertest.TestExecutor).DeviceAttemptCountByState(ctx, msg)
 	if err != nil || len(counts) != 2 || counts[driver.AttemptAccepted] != 2 || counts[driver.AttemptRejected] != 1 {
 		t.Fatalf("attempts by state %v, %v", counts, err)
 	}

@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
@@ -60,25 +58,9 @@ type serverExecutor struct {
 	ex *executor
 }
 
-// jsonStrings is a TEXT column holding a JSON array of strings.
-type jsonStrings struct{ v *[]string }
-
-func (c jsonStrings) Scan(src any) error {
-	var b []byte
-	switch s := src.(type) {
-	case string:
-		b = []byte(s)
-	case []byte:
-		b = s
-	default:
-		return fmt.Errorf("sqlite: list column holds %T, want JSON text", src)
-	}
-	return json.Unmarshal(b, c.v)
-}
-
 func scanAPIKey(r scanner) (*serverstore.APIKey, error) {
 	k := &serverstore.APIKey{}
-	err := r.Scan(&k.ID, &k.Name, &k.Hash, jsonStrings{&k.Scopes}, timeCol{&k.CreatedAt}, nullTimeCol{&k.RevokedAt})
+	err := r.Scan(&k.ID, &k.Name, &k.Hash, stringsCol{&k.Scopes}, timeCol{&k.CreatedAt}, nullTimeCol{&k.RevokedAt})
 	return k, err
 }
 
@@ -87,12 +69,8 @@ func (e *serverExecutor) APIKeyInsert(ctx context.Context, k *serverstore.APIKey
 	if err != nil {
 		return err
 	}
-	var now *time.Time
-	if !k.CreatedAt.IsZero() {
-		now = &k.CreatedAt
-	}
 	return e.ex.exec(ctx, sq.Get("APIKeyInsert"), sql.Named("id", k.ID), sql.Named("name", k.Name),
-		sql.Named("hash", k.Hash), sql.Named("scopes", scopes), sql.Named("now", nowMicros(now)))
+		sql.Named("hash", k.Hash), sql.Named("scopes", scopes), sql.Named("now", nowMicros(driver.NowOf(k.CreatedAt))))
 }
 
 func (e *serverExecutor) APIKeyGetByHash(ctx context.Context, hash []byte) (*serverstore.APIKey, error) {
@@ -114,7 +92,7 @@ func (e *serverExecutor) APIKeyRevoke(ctx context.Context, id string, now *time.
 
 func scanPreference(r scanner) (*serverstore.Preference, error) {
 	p := &serverstore.Preference{}
-	err := r.Scan(&p.Recipient, jsonStrings{&p.OptOut}, &p.QuietStart, &p.QuietEnd, &p.TimeZone, timeCol{&p.UpdatedAt})
+	err := r.Scan(&p.Recipient, stringsCol{&p.OptOut}, &p.QuietStart, &p.QuietEnd, &p.TimeZone, timeCol{&p.UpdatedAt})
 	return p, err
 }
 

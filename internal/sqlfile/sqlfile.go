@@ -74,6 +74,45 @@ func MustParse(fsys fs.FS, path string) Queries {
 	return q
 }
 
+// ParseGlob reads the named queries of every file matching pattern
+// (fs.Glob) as one set: a driver keeps its statements in a file per concept
+// and looks them up in one place. A name defined in two files is an error,
+// as is a pattern matching no file.
+func ParseGlob(fsys fs.FS, pattern string) (Queries, error) {
+	paths, err := fs.Glob(fsys, pattern)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("sqlfile: no file matches %q", pattern)
+	}
+	all := Queries{}
+	where := map[string]string{}
+	for _, p := range paths {
+		q, err := Parse(fsys, p)
+		if err != nil {
+			return nil, err
+		}
+		for name, text := range q {
+			if first, dup := where[name]; dup {
+				return nil, fmt.Errorf("sqlfile: query %q is defined in %s and again in %s", name, first, p)
+			}
+			where[name] = p
+			all[name] = text
+		}
+	}
+	return all, nil
+}
+
+// MustParseGlob is ParseGlob for package initialisation of embedded files.
+func MustParseGlob(fsys fs.FS, pattern string) Queries {
+	q, err := ParseGlob(fsys, pattern)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
 // Get returns the named query and panics if there is none: names are fixed at
 // compile time, so a miss is a programming error that every test will catch.
 func (q Queries) Get(name string) string {

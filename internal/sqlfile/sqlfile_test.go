@@ -43,6 +43,32 @@ func TestParseRefusesDuplicatesAndEmpty(t *testing.T) {
 	}
 }
 
+// TestParseGlob: the files a pattern matches are one set, so a statement
+// moved from one file to another keeps its name, and a name defined in two
+// of them is refused like a name defined twice in one.
+func TestParseGlob(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		"queries.sql":        {Data: []byte("-- name: A\nSELECT 1;\n")},
+		"queries_claim.sql":  {Data: []byte("-- name: B\nSELECT 2;\n")},
+		"server_queries.sql": {Data: []byte("-- name: C\nSELECT 3;\n")},
+	}
+	q, err := ParseGlob(fsys, "queries*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 || q.Get("A") != "SELECT 1;" || q.Get("B") != "SELECT 2;" {
+		t.Errorf("ParseGlob = %v, want A and B", q)
+	}
+	fsys["queries_record.sql"] = &fstest.MapFile{Data: []byte("-- name: A\nSELECT 4;\n")}
+	if _, err := ParseGlob(fsys, "queries*.sql"); err == nil {
+		t.Error("a name in two files: no error")
+	}
+	if _, err := ParseGlob(fsys, "nothing*.sql"); err == nil {
+		t.Error("a pattern matching no file: no error")
+	}
+}
+
 func TestGetPanicsOnUnknownName(t *testing.T) {
 	t.Parallel()
 	defer func() {

@@ -15,9 +15,10 @@ import (
 )
 
 // The ledger ceiling (D78): the engine's claim and record, as
-// driver/postgres/queries.sql writes them (DeliveryClaim, DeliveryUpdateMany),
-// on a table with oncepush_delivery's columns and due index, each its own
-// transaction, with nothing else: no message or device reads, no sends.
+// driver/postgres/queries_claim.sql and queries_record.sql write them
+// (DeliveryClaim, DeliveryUpdateMany), on a table with oncepush_delivery's
+// columns and due index, each its own transaction, with nothing else: no
+// message or device reads, no sends.
 const (
 	ceilingTable = `
 CREATE TABLE bench_delivery (
