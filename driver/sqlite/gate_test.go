@@ -17,14 +17,19 @@ import (
 )
 
 // TestWritersOfOneProcessTakeTurns: eight writers of one process, on two
-// handles, under a short busy timeout. SQLite's busy handler alone lets a
-// waiter lose the lock to later writers again and again until its timeout
-// passes; writers that queue in the process never wait longer than the queue
-// ahead of them.
+// handles. SQLite's busy handler alone lets a waiter lose the lock to later
+// writers again and again (it sleeps and polls); writers that queue in the
+// process never wait longer than the queue ahead of them. The test counts,
+// for every write, the writes that finished while it was under way: in
+// turn, each of the seven others finishes at most once before it, and
+// sync.Mutex lets a newcomer barge in only during a waiter's first
+// millisecond, so a few more at most. The busy timeout is a hang guard, not
+// the measure: how long a turn takes is the machine's business.
 func TestWritersOfOneProcessTakeTurns(t *testing.T) {
 	t.Parallel()
+	const writers, writes = 8, 60
 	path := filepath.Join(t.TempDir(), "oncepush.db")
-	opts := &sqlite.Options{MaxConns: 8, BusyTimeout: 1000 * time.Millisecond}
+	opts := &sqlite.Options{MaxConns: writers, BusyTimeout: 2 * time.Minute}
 	a := open(t, path, opts)
 	if _, err := a.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
@@ -32,31 +37,35 @@ func TestWritersOfOneProcessTakeTurns(t *testing.T) {
 	b := open(t, path, opts)
 	ca, _ := oncepush.NewClient(a, nil)
 	cb, _ := oncepush.NewClient(b, nil)
-	var fails atomic.Int64
-	var first atomic.Value
+	var done atomic.Int64
+	overtaken := make([]int64, writers) // the most any one write of each writer saw
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(3 * time.Second)
-	for w := range 8 {
+	for w := range writers {
 		c := ca
 		if w%2 == 1 {
 			c = cb
 		}
 		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := range writes {
+				before := done.Load()
 				_, err := c.RegisterDevice(context.Background(), oncepush.Device{
 					Recipient: fmt.Sprintf("w%d", w), Transport: oncepush.TransportFCM,
 					Token: oncepush.Token(fmt.Sprintf("tok-%02d-%06d", w, i)),
 				})
 				if err != nil {
-					fails.Add(1)
-					first.CompareAndSwap(nil, err.Error())
+					t.Errorf("writer %d: %v", w, err)
+					return
 				}
+				overtaken[w] = max(overtaken[w], done.Add(1)-1-before)
 			}
 		})
 	}
 	wg.Wait()
-	if n := fails.Load(); n > 0 {
-		t.Fatalf("%d writes failed waiting for the lock; first: %v", n, first.Load())
+	const bound = 3 * (writers - 1)
+	for w, n := range overtaken {
+		if n > bound {
+			t.Errorf("a write of writer %d saw %d other writes finish while it waited; in turn it would see at most %d", w, n, bound)
+		}
 	}
 }
 
