@@ -28,7 +28,8 @@ type injector struct {
 	cfg      string
 	owners   map[string]string // token, as the fake records it → recipient
 
-	start time.Time // when the faults began
+	start  time.Time // when the faults began
+	clocks *clocks   // the clock scenario; nil in the others
 
 	mu          sync.Mutex
 	rng         *rand.Rand
@@ -120,7 +121,7 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 	at := func(frac float64) time.Time { return start.Add(time.Duration(float64(inj.p.chaos) * frac)) }
 
 	goFault(func() error { // worker kills, one every killEvery
-		for {
+		for inj.p.killEvery > 0 {
 			if err := sleep(fctx, inj.p.killEvery); err != nil {
 				return nil
 			}
@@ -131,7 +132,11 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 				return err
 			}
 		}
+		return nil
 	})
+	if inj.clocks != nil {
+		goFault(func() error { return inj.stepClocks(fctx) })
+	}
 	for i := range inj.p.stops {
 		goFault(func() error {
 			if err := sleepUntil(fctx, at(float64(i+1)/float64(inj.p.stops+1)-0.1)); err != nil {

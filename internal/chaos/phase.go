@@ -36,6 +36,7 @@ const (
 // plan is what one driver's phase does.
 type plan struct {
 	driver     string
+	scenario   string // "" for kills, stops and restarts; "clock" (clock.go)
 	skip       string // why the driver cannot run here; empty: it runs
 	chaos      time.Duration
 	maxChaos   time.Duration // … extended to reach the sends and kills below, at most this long
@@ -49,10 +50,19 @@ type plan struct {
 	backlog    int // pairs posted and not yet received at most
 	quiesce    time.Duration
 	seed       uint64
+	clockEvery time.Duration // the clock scenario: the mean time between steps
+}
+
+// label names the phase in the output: its driver, and its scenario.
+func (p *plan) label() string {
+	if p.scenario == "" {
+		return p.driver
+	}
+	return p.driver + "/" + p.scenario
 }
 
 // plan divides the run between the drivers.
-func (h *harness) plan(driver string, i int) plan {
+func (h *harness) plan(driver, scenario string, i int) plan {
 	n := len(h.o.drivers)
 	p := plan{
 		driver:    driver,
@@ -77,6 +87,9 @@ func (h *harness) plan(driver string, i int) plan {
 		p.apiKills = 3
 	} else {
 		p.recipients, p.quiesce = 200, 2*time.Minute
+	}
+	if scenario == "clock" {
+		p.clockPlan(h.o.long)
 	}
 	if driver == "postgres" {
 		if h.o.pgRestart {
@@ -106,6 +119,7 @@ type phaseResult struct {
 	// refusedStarts counts worker starts refused while PostgreSQL restarted.
 	refusedStarts int
 	stopStalled   bool
+	clocks        *clocks // the clock scenario's steps
 }
 
 func (r *phaseResult) failed() bool {
@@ -116,12 +130,21 @@ func (r *phaseResult) failed() bool {
 func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	start := time.Now()
 	res := &phaseResult{plan: p, nWorkers: h.o.workers}
-	dir := filepath.Join(h.tmp, p.driver)
+	dir := filepath.Join(h.tmp, strings.ReplaceAll(p.label(), "/", "-"))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
 	fmt.Printf("chaos: %s: starting (faults for %s, kill every %s, %d SIGSTOP, %d API kills, %d PostgreSQL restarts)\n",
-		p.driver, p.chaos, p.killEvery, p.stops, p.apiKills, p.pgRestarts)
+		p.label(), p.chaos, p.killEvery, p.stops, p.apiKills, p.pgRestarts)
+	if p.scenario == "clock" {
+		c, err := newClocks(filepath.Join(dir, "clocks"))
+		if err != nil {
+			return nil, err
+		}
+		res.clocks = c
+		h.ps.setEnv(res.clocks.env())
+		defer h.ps.setEnv(nil)
+	}
 
 	// The fake providers: a fresh process per phase, so its record is this
 	// phase's alone.
@@ -189,10 +212,10 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.driver, len(w.recipients), len(w.tokens), w.dead)
+	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.label(), len(w.recipients), len(w.tokens), w.dead)
 
 	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners,
-		rng: rand.New(rand.NewPCG(p.seed, 0xfa17))}
+		rng: rand.New(rand.NewPCG(p.seed, 0xfa17)), clocks: res.clocks}
 	for i := range h.o.workers {
 		if err := inj.startWorker(ctx, i); err != nil {
 			return nil, err
@@ -230,7 +253,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	st, _ := f.stats(ctx)
 	fmt.Printf("chaos: %s: faults over after %s: %d kills, %d SIGSTOP, %d API kills, %d PostgreSQL restarts; %d notifications, %d requests received so far\n",
-		p.driver, res.chaos.Round(time.Second), inj.count(faultKill), inj.count(faultStop), inj.count(faultAPIKill),
+		p.label(), res.chaos.Round(time.Second), inj.count(faultKill), inj.count(faultStop), inj.count(faultAPIKill),
 		inj.count(faultPGRestart), len(w.notifications), st.Received)
 
 	// Quiescence: every delivery final, read through the API.
@@ -265,6 +288,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			Lease:       engineLease,
 			Workers:     h.o.workers,
 			Chaos:       res.chaos,
+			ClockSkew:   res.clocks.ledgerSkew(p.driver),
 		},
 	}
 	var pairDevice []int64          // in.Pairs[i]'s device id
@@ -314,7 +338,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		res.targets = append(res.targets, fmt.Sprintf("%d SIGSTOP, %d API kills, %d PostgreSQL restarts injected; the plan was %d, %d, %d",
 			inj.count(faultStop), inj.count(faultAPIKill), inj.count(faultPGRestart), p.stops, p.apiKills, p.pgRestarts))
 	}
-	fmt.Printf("chaos: %s: done in %s (quiescence %s)\n", p.driver, res.elapsed.Round(time.Second), res.quiesce.Round(100*time.Millisecond))
+	fmt.Printf("chaos: %s: done in %s (quiescence %s)\n", p.label(), res.elapsed.Round(time.Second), res.quiesce.Round(100*time.Millisecond))
 	return res, nil
 }
 

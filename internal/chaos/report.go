@@ -18,7 +18,7 @@ func printSummary(out io.Writer, results []*phaseResult, total time.Duration) {
 	fmt.Fprintln(tw, "driver\tpolicy\tattempted\tacknowledged\tdeliveries\tpairs\tok\tlost\tdup (marked)\tdup (unmarked)\tunexpected\tambiguous\tnever received\t")
 	for _, r := range results {
 		for _, row := range r.check.Rows {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.plan.driver, row.Policy,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.plan.label(), row.Policy,
 				row.Attempted, row.Acknowledged, row.Deliveries, row.Pairs, row.OK, row.Lost, row.DupMarked,
 				row.DupUnmarked, row.Unexpected, row.Ambiguous, row.NeverReceived)
 		}
@@ -45,12 +45,13 @@ func printPhase(out io.Writer, r *phaseResult) {
 		return n
 	}
 	fmt.Fprintf(out, "%s: %s in all; faults for %s: %d worker kills, %d SIGSTOP (%s each), %d API kills, %d PostgreSQL restarts",
-		r.plan.driver, r.elapsed.Round(time.Second), r.chaos.Round(time.Second), count(faultKill), count(faultStop),
+		r.plan.label(), r.elapsed.Round(time.Second), r.chaos.Round(time.Second), count(faultKill), count(faultStop),
 		r.stopFor.Round(100*time.Millisecond), count(faultAPIKill), count(faultPGRestart))
 	if r.pgDown > 0 {
 		fmt.Fprintf(out, " (down %s; %d worker starts refused meanwhile)", r.pgDown.Round(100*time.Millisecond), r.refusedStarts)
 	}
 	fmt.Fprintf(out, "; quiescence %s\n", r.quiesce.Round(100*time.Millisecond))
+	printClock(out, r)
 	if r.stopStalled {
 		fmt.Fprintf(out, "  the SIGSTOP landed inside a write transaction: no request reached the provider for %s, and the worker was let go early\n", stallQuiet)
 	}
