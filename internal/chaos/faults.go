@@ -30,6 +30,7 @@ type injector struct {
 
 	start  time.Time // when the faults began
 	clocks *clocks   // the clock scenario; nil in the others
+	disk   *disk     // the disk scenario; nil in the others
 
 	mu          sync.Mutex
 	rng         *rand.Rand
@@ -136,6 +137,9 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 	})
 	if inj.clocks != nil {
 		goFault(func() error { return inj.stepClocks(fctx) })
+	}
+	if inj.disk != nil {
+		goFault(func() error { return inj.fillCycles(fctx) })
 	}
 	for i := range inj.p.stops {
 		goFault(func() error {

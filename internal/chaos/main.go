@@ -25,6 +25,7 @@
 //	go run ./internal/chaos               # the long run: ≥ 10 min, ≥ 100 kills, ≥ 100,000 sends, a PostgreSQL restart
 //	go run ./internal/chaos -driver sqlite -duration 2m -workers 4 -seed 7 -keep
 //	go run ./internal/chaos -clock        # only the clock scenario (clock.go): each process's wall clock steps ±3 min
+//	go run ./internal/chaos -disk         # only the disk scenario (disk.go): SQLite's tmpfs filled and freed (root)
 //
 // PostgreSQL: the short mode creates (and drops) a database on the server
 // scripts/test uses ($ONCEPUSH_TEST_DATABASE_URL, default
@@ -86,8 +87,9 @@ func run() int {
 	flag.IntVar(&o.minSends, "min-sends", -1, "run until the providers received this many requests (default 0 short, 100000 long), up to twice -duration")
 	flag.IntVar(&o.minKills, "min-kills", -1, "run until this many workers were killed (default 0 short, 100 long), up to twice -duration")
 	flag.BoolVar(&o.pgRestart, "pg-restart", false, "crash-restart PostgreSQL once (a private cluster); on by default in the long mode")
-	var clock bool
-	flag.BoolVar(&clock, "clock", false, "run the clock scenario only: each process's wall clock steps by up to ±3 minutes (the long mode runs it after the kills)")
+	var clock, disk bool
+	flag.BoolVar(&clock, "clock", false, "run the clock scenario: each process's wall clock steps by up to ±3 minutes (the long mode runs it after the kills)")
+	flag.BoolVar(&disk, "disk", false, "run the disk scenario: SQLite on a tmpfs filled and freed mid-run (needs root; the long mode runs it last)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: unexpected argument %q\n", flag.Arg(0))
@@ -131,10 +133,15 @@ func run() int {
 	}
 	o.minSends, o.minKills = max(o.minSends, 0), max(o.minKills, 0)
 	switch {
-	case clock:
-		o.scenarios = []string{"clock"}
+	case clock || disk:
+		if clock {
+			o.scenarios = append(o.scenarios, "clock")
+		}
+		if disk {
+			o.scenarios = append(o.scenarios, "disk")
+		}
 	case o.long:
-		o.scenarios = []string{"", "clock"}
+		o.scenarios = []string{"", "clock", "disk"}
 	default:
 		o.scenarios = []string{""}
 	}

@@ -36,7 +36,7 @@ const (
 // plan is what one driver's phase does.
 type plan struct {
 	driver     string
-	scenario   string // "" for kills, stops and restarts; "clock" (clock.go)
+	scenario   string // "" for kills, stops and restarts; "clock" (clock.go), "disk" (disk.go)
 	skip       string // why the driver cannot run here; empty: it runs
 	chaos      time.Duration
 	maxChaos   time.Duration // … extended to reach the sends and kills below, at most this long
@@ -88,11 +88,14 @@ func (h *harness) plan(driver, scenario string, i int) plan {
 	} else {
 		p.recipients, p.quiesce = 200, 2*time.Minute
 	}
-	if scenario == "clock" {
+	switch scenario {
+	case "clock":
 		p.clockPlan(h.o.long)
+	case "disk":
+		p.diskPlan(h.o.long)
 	}
 	if driver == "postgres" {
-		if h.o.pgRestart {
+		if h.o.pgRestart && scenario == "" {
 			p.pgRestarts = 1
 		} else if os.Getenv("ONCEPUSH_TEST_POSTGRES") == "skip" && os.Getenv("ONCEPUSH_REQUIRE_POSTGRES") != "1" {
 			p.skip = "ONCEPUSH_TEST_POSTGRES=skip (scripts/test found no PostgreSQL server)"
@@ -120,6 +123,9 @@ type phaseResult struct {
 	refusedStarts int
 	stopStalled   bool
 	clocks        *clocks // the clock scenario's steps
+	disk          *disk   // the disk scenario's tmpfs
+	// api503, api500 count the API's answers 503 and 500 over the phase.
+	api503, api500 int64
 }
 
 func (r *phaseResult) failed() bool {
@@ -145,6 +151,18 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		h.ps.setEnv(res.clocks.env())
 		defer h.ps.setEnv(nil)
 	}
+	if p.scenario == "disk" {
+		d, err := mountDisk(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := d.unmount(); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+			}
+		}()
+		res.disk = d
+	}
 
 	// The fake providers: a fresh process per phase, so its record is this
 	// phase's alone.
@@ -158,6 +176,8 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	var database string
 	var pg *cluster
 	switch {
+	case p.driver == "sqlite" && res.disk != nil:
+		database = filepath.Join(res.disk.dir, "oncepush.db")
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
 	case p.pgRestarts > 0:
@@ -215,7 +235,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.label(), len(w.recipients), len(w.tokens), w.dead)
 
 	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners,
-		rng: rand.New(rand.NewPCG(p.seed, 0xfa17)), clocks: res.clocks}
+		rng: rand.New(rand.NewPCG(p.seed, 0xfa17)), clocks: res.clocks, disk: res.disk}
 	for i := range h.o.workers {
 		if err := inj.startWorker(ctx, i); err != nil {
 			return nil, err
@@ -273,6 +293,10 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 
 	// A worker that is told to stop finishes and exits 0.
 	res.harness = append(res.harness, inj.stopWorkers()...)
+	res.api503, res.api500 = a.answered503.Load(), a.answered500.Load()
+	if res.disk != nil && res.api500 > 0 {
+		res.harness = append(res.harness, Violation{Kind: "API answered 500", Detail: fmt.Sprintf("%d times while the disk filled and emptied; its log: %s", res.api500, a.proc.Load().logPath)})
+	}
 	res.leaseLost = inj.countLogLines(`"msg":"lease lost`)
 	res.faults = inj.faultList()
 	res.stopFor, res.stopStalled, res.pgDown, res.refusedStarts = inj.stopFor, inj.stopStalled, inj.pgDown, inj.refusedStarts

@@ -1,0 +1,155 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The disk scenario (-disk): SQLite's file on a small tmpfs of its own,
+// which the harness fills with a filler file mid-run (every write then
+// fails with "database or disk is full") and frees again, cycle after
+// cycle, while the load goes on. The API must answer 503 and never 500,
+// the workers must keep running and resume once there is room, and the
+// check is the usual one: nothing lost, nothing sent twice without a mark.
+// It mounts, so it needs root; without root it fails, saying so. The mount
+// is undone on every way out of the phase (the harness's SIGINT and SIGTERM
+// end the phase's context, and its defers run).
+//
+// PostgreSQL on a full disk is not injected yet.
+const (
+	faultDiskFull = "disk-full"
+	// diskSize is the tmpfs's size: room for the run's database with the
+	// filler taking the rest.
+	diskSize = "256m"
+	// diskFullFor is how long the disk stays full in a cycle, diskFreeFor
+	// how long it has room before the next.
+	diskFullFor = 3 * time.Second
+	diskFreeFor = 5 * time.Second
+)
+
+// diskPlan sets a phase up for the disk scenario: fill and free cycles
+// instead of kills.
+func (p *plan) diskPlan(long bool) {
+	p.scenario = "disk"
+	p.killEvery, p.stops, p.apiKills, p.pgRestarts = 0, 0, 0, 0
+	p.minKills, p.minSends = 0, 0
+	p.chaos = 40 * time.Second
+	if long {
+		p.chaos = 2 * time.Minute
+	}
+	p.maxChaos = p.chaos
+	if p.driver == "postgres" {
+		p.skip = "the disk scenario runs on SQLite only; PostgreSQL on a full disk is not injected yet"
+	}
+}
+
+// disk is the phase's tmpfs and what was done to it.
+type disk struct {
+	dir    string
+	filler string
+
+	mu     sync.Mutex
+	cycles int
+	fullAt time.Duration // time spent full, in all
+}
+
+// mountDisk mounts a tmpfs of diskSize at dir/disk.
+func mountDisk(ctx context.Context, dir string) (*disk, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the disk scenario mounts a tmpfs and needs root: run it as root, or leave -disk out")
+	}
+	d := &disk{dir: filepath.Join(dir, "disk")}
+	d.filler = filepath.Join(d.dir, "filler")
+	if err := os.Mkdir(d.dir, 0o700); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+diskSize+",mode=0700", "tmpfs", d.dir).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("mount -t tmpfs on %s: %w: %s", d.dir, err, out)
+	}
+	return d, nil
+}
+
+// unmount undoes the mount; the processes using the file are gone by then.
+func (d *disk) unmount() error {
+	out, err := exec.Command("umount", d.dir).CombinedOutput()
+	if err != nil {
+		// A process that has not let go yet: detach it, so the mount goes
+		// with the last of them.
+		if out2, err2 := exec.Command("umount", "-l", d.dir).CombinedOutput(); err2 != nil {
+			return fmt.Errorf("umount %s: %w: %s; umount -l: %s", d.dir, err, out, out2)
+		}
+	}
+	return nil
+}
+
+// fill writes the filler until the file system refuses another byte.
+func (d *disk) fill() error {
+	f, err := os.OpenFile(d.filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
+		buf := make([]byte, chunk)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					break
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// free removes the filler.
+func (d *disk) free() error { return os.Remove(d.filler) }
+
+// fillCycles fills the disk, holds it full, frees it, until ctx ends; the
+// disk has room when it returns.
+func (inj *injector) fillCycles(ctx context.Context) error {
+	d := inj.disk
+	for {
+		if err := sleep(ctx, diskFreeFor); err != nil {
+			return nil
+		}
+		inj.record(Fault{Kind: faultDiskFull, At: time.Now(), Target: d.dir})
+		start := time.Now()
+		if err := d.fill(); err != nil {
+			_ = d.free()
+			return fmt.Errorf("fill %s: %w", d.dir, err)
+		}
+		_ = sleep(context.WithoutCancel(ctx), diskFullFor)
+		if err := d.free(); err != nil {
+			return fmt.Errorf("free %s: %w", d.dir, err)
+		}
+		d.mu.Lock()
+		d.cycles++
+		d.fullAt += time.Since(start)
+		d.mu.Unlock()
+	}
+}
+
+// printDisk prints what the disk scenario did and what the API answered.
+func printDisk(out io.Writer, r *phaseResult) {
+	d := r.disk
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fmt.Fprintf(out, "  disk full %d times (%s in all, tmpfs of %s); the API answered 503 %d times, 500 %d times\n",
+		d.cycles, d.fullAt.Round(100*time.Millisecond), diskSize, r.api503, r.api500)
+}
