@@ -112,7 +112,7 @@ const (
 )
 
 func (f *Fault) interruptsSends() bool {
-	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart
+	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart || f.Kind == faultDiskFull
 }
 
 // Limits are the engine settings the checker's bounds follow from.

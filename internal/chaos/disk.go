@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,17 +16,20 @@ import (
 	"time"
 )
 
-// The disk scenario (-disk): SQLite's file on a small tmpfs of its own,
-// which the harness fills with a filler file mid-run (every write then
-// fails with "database or disk is full") and frees again, cycle after
-// cycle, while the load goes on. The API must answer 503 and never 500,
-// the workers must keep running and resume once there is room, and the
-// check is the usual one: nothing lost, nothing sent twice without a mark.
+// The disk scenario (-disk): SQLite's file, or a private PostgreSQL
+// cluster (data directory and WAL), on a small tmpfs of its own, which the
+// harness fills with a filler file mid-run and frees again, cycle after
+// cycle, while the load goes on. SQLite's writes then fail with "database
+// or disk is full"; PostgreSQL's fail with "could not extend file", and
+// one that cannot write its WAL PANICs: the postmaster ends every backend
+// and recovers, and if recovery itself finds no room it exits, and the
+// harness, as a supervisor would, starts it again once there is room. The
+// API must answer 503 and never 500, the workers must keep running and
+// resume once there is room, and the check is the usual one: nothing lost,
+// nothing sent twice without a mark.
 // It mounts, so it needs root; without root it fails, saying so. The mount
 // is undone on every way out of the phase (the harness's SIGINT and SIGTERM
 // end the phase's context, and its defers run).
-//
-// PostgreSQL on a full disk is not injected yet.
 const (
 	faultDiskFull = "disk-full"
 	// diskSize is the tmpfs's size: room for the run's database with the
@@ -48,9 +52,6 @@ func (p *plan) diskPlan(long bool) {
 		p.chaos = 2 * time.Minute
 	}
 	p.maxChaos = p.chaos
-	if p.driver == "postgres" {
-		p.skip = "the disk scenario runs on SQLite only; PostgreSQL on a full disk is not injected yet"
-	}
 }
 
 // disk is the phase's tmpfs and what was done to it.
@@ -61,6 +62,9 @@ type disk struct {
 	mu     sync.Mutex
 	cycles int
 	fullAt time.Duration // time spent full, in all
+	// pgStarts counts the private cluster's postmaster started again after
+	// it exited on a full disk.
+	pgStarts int
 }
 
 // mountDisk mounts a tmpfs of diskSize at dir/disk.
@@ -73,7 +77,7 @@ func mountDisk(ctx context.Context, dir string) (*disk, error) {
 	if err := os.Mkdir(d.dir, 0o700); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+diskSize+",mode=0700", "tmpfs", d.dir).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+diskSize+",mode=0711", "tmpfs", d.dir).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("mount -t tmpfs on %s: %w: %s", d.dir, err, out)
 	}
@@ -135,11 +139,37 @@ func (inj *injector) fillCycles(ctx context.Context) error {
 		if err := d.free(); err != nil {
 			return fmt.Errorf("free %s: %w", d.dir, err)
 		}
+		restarted := false
+		if inj.pg != nil && inj.pg.proc.exited() {
+			// The postmaster gave up (recovery found no room): start it
+			// again, as its supervisor would, now that there is room.
+			if err := inj.pg.start(context.WithoutCancel(ctx)); err != nil {
+				return err
+			}
+			restarted = true
+		}
 		d.mu.Lock()
 		d.cycles++
 		d.fullAt += time.Since(start)
+		if restarted {
+			d.pgStarts++
+		}
 		d.mu.Unlock()
 	}
+}
+
+// pgPanics counts the PANIC lines in the logs of the phase's postmasters.
+func (inj *injector) pgPanics() int {
+	logs, _ := filepath.Glob(filepath.Join(inj.h.ps.logs, "*-postgres.log"))
+	n := 0
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		n += bytes.Count(b, []byte("PANIC:"))
+	}
+	return n
 }
 
 // printDisk prints what the disk scenario did and what the API answered.
@@ -152,4 +182,7 @@ func printDisk(out io.Writer, r *phaseResult) {
 	defer d.mu.Unlock()
 	fmt.Fprintf(out, "  disk full %d times (%s in all, tmpfs of %s); the API answered 503 %d times, 500 %d times\n",
 		d.cycles, d.fullAt.Round(100*time.Millisecond), diskSize, r.api503, r.api500)
+	if r.plan.driver == "postgres" {
+		fmt.Fprintf(out, "  PostgreSQL: %d PANIC lines in its log, its postmaster started again %d times after it gave up\n", r.pgPanics, d.pgStarts)
+	}
 }

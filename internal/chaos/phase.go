@@ -124,8 +124,10 @@ type phaseResult struct {
 	stopStalled   bool
 	clocks        *clocks // the clock scenario's steps
 	disk          *disk   // the disk scenario's tmpfs
-	// api503, api500 count the API's answers 503 and 500 over the phase.
+	// api503, api500 count the API's answers 503 and 500 over the phase;
+	// pgPanics the PANIC lines of its PostgreSQL (the disk scenario).
 	api503, api500 int64
+	pgPanics       int
 }
 
 func (r *phaseResult) failed() bool {
@@ -180,8 +182,12 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		database = filepath.Join(res.disk.dir, "oncepush.db")
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
-	case p.pgRestarts > 0:
-		if pg, err = newCluster(ctx, h.ps, dir, h.tmp); err != nil {
+	case p.pgRestarts > 0 || (p.driver == "postgres" && res.disk != nil):
+		parent := dir
+		if res.disk != nil {
+			parent = res.disk.dir // the cluster on the tmpfs the harness fills
+		}
+		if pg, err = newCluster(ctx, h.ps, parent, h.tmp); err != nil {
 			return nil, err
 		}
 		defer pg.stop()
@@ -294,6 +300,9 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	// A worker that is told to stop finishes and exits 0.
 	res.harness = append(res.harness, inj.stopWorkers()...)
 	res.api503, res.api500 = a.answered503.Load(), a.answered500.Load()
+	if res.disk != nil && pg != nil {
+		res.pgPanics = inj.pgPanics()
+	}
 	if res.disk != nil && res.api500 > 0 {
 		res.harness = append(res.harness, Violation{Kind: "API answered 500", Detail: fmt.Sprintf("%d times while the disk filled and emptied; its log: %s", res.api500, a.proc.Load().logPath)})
 	}
