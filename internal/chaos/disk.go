@@ -129,24 +129,30 @@ func (inj *injector) fillCycles(ctx context.Context) error {
 		if err := sleep(ctx, diskFreeFor); err != nil {
 			return nil
 		}
-		inj.record(Fault{Kind: faultDiskFull, At: time.Now(), Target: d.dir})
 		start := time.Now()
-		if err := d.fill(); err != nil {
-			_ = d.free()
-			return fmt.Errorf("fill %s: %w", d.dir, err)
+		// A full disk is not a moment but a stretch: every run that marks
+		// while it lasts may fail to record. The checker matches faults
+		// that are instants with what each had in flight within a lease,
+		// so the stretch is noted as one fault every half lease, from the
+		// fill until the disk is writable again.
+		stopNoting := inj.noteWhile(faultDiskFull, d.dir)
+		err := d.fill()
+		if err == nil {
+			_ = sleep(context.WithoutCancel(ctx), diskFullFor)
 		}
-		_ = sleep(context.WithoutCancel(ctx), diskFullFor)
-		if err := d.free(); err != nil {
-			return fmt.Errorf("free %s: %w", d.dir, err)
+		if ferr := d.free(); err == nil && ferr != nil {
+			err = fmt.Errorf("free %s: %w", d.dir, ferr)
 		}
 		restarted := false
-		if inj.pg != nil && inj.pg.proc.exited() {
+		if err == nil && inj.pg != nil && inj.pg.proc.exited() {
 			// The postmaster gave up (recovery found no room): start it
 			// again, as its supervisor would, now that there is room.
-			if err := inj.pg.start(context.WithoutCancel(ctx)); err != nil {
-				return err
-			}
+			err = inj.pg.start(context.WithoutCancel(ctx))
 			restarted = true
+		}
+		stopNoting()
+		if err != nil {
+			return err
 		}
 		d.mu.Lock()
 		d.cycles++
@@ -156,6 +162,29 @@ func (inj *injector) fillCycles(ctx context.Context) error {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// noteWhile records a fault of kind now and every half lease until the
+// function it returns is called, and once more then.
+func (inj *injector) noteWhile(kind, target string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(engineLease / 2)
+		defer tick.Stop()
+		for {
+			inj.record(Fault{Kind: kind, At: time.Now(), Target: target})
+			select {
+			case <-done:
+				inj.record(Fault{Kind: kind, At: time.Now(), Target: target})
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // pgPanics counts the PANIC lines in the logs of the phase's postmasters.
