@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncepush/oncepush/driver"
 	"github.com/oncepush/oncepush/internal/enginetest"
+	"github.com/oncepush/oncepush/internal/wallclock"
 )
 
 // A campaign sends one message to an audience that may be millions of
@@ -724,7 +725,7 @@ func (c *clientCore) nowOr(fallback time.Time) *time.Time {
 	if n := c.now(); n != nil {
 		return n
 	}
-	t := time.Now()
+	t := wallclock.Now()
 	if t.Before(fallback) {
 		t = fallback
 	}

@@ -314,6 +314,11 @@ func TestUnavailableTellsAnUnreachableDatabaseFromAFailedStatement(t *testing.T)
 		{"crash_shutdown", &pgconn.PgError{Severity: "FATAL", Code: "57P02"}, true},
 		{"cannot_connect_now", fmt.Errorf("write: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P03"}), true},
 		{"too_many_connections", &pgconn.PgError{Severity: "FATAL", Code: "53300"}, true},
+		// A full disk (a table, an index or a temporary file cannot grow) and
+		// its class: the same request succeeds once there is room.
+		{"disk_full", fmt.Errorf("insert: %w", &pgconn.PgError{Severity: "ERROR", Code: "53100", Message: `could not extend file "base/16384/16385": No space left on device`}), true},
+		{"insufficient_resources", &pgconn.PgError{Severity: "ERROR", Code: "53000"}, true},
+		{"out_of_memory", &pgconn.PgError{Severity: "ERROR", Code: "53200"}, true},
 		{"connection_failure", &pgconn.PgError{Code: "08006"}, true},
 		{"EOF mid-answer", fmt.Errorf("read rows: %w", io.ErrUnexpectedEOF), true},
 		{"undefined table", undefined, false},

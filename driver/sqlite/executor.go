@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/driver"
+	"github.com/oncepush/oncepush/internal/wallclock"
 )
 
 // executor runs the named queries on the handle (each call on its own) or in a
@@ -134,12 +135,13 @@ func savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) er
 
 // --- values at the boundary: times are INTEGER microseconds (UTC), lists JSON.
 
-// nowMicros is the statement's "now": the injected clock's, or the host's.
+// nowMicros is the statement's "now": the injected clock's, or the host's
+// wall clock (package wallclock, which a test build can step).
 func nowMicros(now *time.Time) int64 {
 	if now != nil {
 		return now.UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return wallclock.Now().UnixMicro()
 }
 
 // optMicros is a nullable time parameter.

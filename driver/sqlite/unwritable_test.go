@@ -7,6 +7,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -136,5 +137,46 @@ func TestUnavailableTellsABusyOrClosedDatabaseFromAFailedStatement(t *testing.T)
 	_, closed := drv.DB().ExecContext(ctx, "SELECT 1")
 	if !drv.Unavailable(closed) {
 		t.Errorf("after Close (%v): Unavailable = false", closed)
+	}
+}
+
+// TestUnavailableFullOrReadOnly: a disk that is full (SQLITE_FULL, here from
+// max_page_count) or a file that can no longer be written (SQLITE_READONLY:
+// made read-only, or its file system remounted so) is the database being
+// unusable for now, as a busy one is: a server answers 503 and Retry-After,
+// not 500, and a worker tries again.
+func TestUnavailableFullOrReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path, drv := migrated(t)
+
+	db := rawDB(t, path)
+	db.SetMaxOpenConns(1) // the page limit is a setting of the connection
+	var pages int
+	if err := db.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		t.Fatal(err)
+	}
+	_, full := db.ExecContext(ctx, "INSERT INTO oncepush_lock (name, owner, locked_until) VALUES (?, 'x', 0)", strings.Repeat("x", 64<<10))
+
+	ro, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ro.Close() })
+	_, readOnly := ro.ExecContext(ctx, "DELETE FROM oncepush_lock")
+
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"disk full", full}, {"read-only", readOnly}} {
+		if tc.err == nil {
+			t.Fatalf("%s: the write succeeded", tc.name)
+		}
+		if !drv.Unavailable(tc.err) {
+			t.Errorf("%s (%v): Unavailable = false, want true", tc.name, tc.err)
+		}
 	}
 }

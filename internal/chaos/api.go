@@ -30,6 +30,8 @@ type api struct {
 	client   *http.Client
 	proc     atomic.Pointer[proc]
 	inFlight atomic.Int64 // POSTs of notifications sent and not yet answered
+	// answered503 and answered500 count those answers to every request.
+	answered503, answered500 atomic.Int64
 }
 
 var keyPattern = regexp.MustCompile(`opk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}`)
@@ -130,6 +132,12 @@ func (a *api) call(ctx context.Context, method, path string, header http.Header,
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable:
+		a.answered503.Add(1)
+	case http.StatusInternalServerError:
+		a.answered500.Add(1)
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, nil, err

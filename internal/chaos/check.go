@@ -123,7 +123,7 @@ const (
 )
 
 func (f *Fault) interruptsSends() bool {
-	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart || scenarioInterrupts(f.Kind)
+	return f.Kind == faultKill || f.Kind == faultStop || f.Kind == faultPGRestart || f.Kind == faultDiskFull || scenarioInterrupts(f.Kind)
 }
 
 // Limits are the engine settings the checker's bounds follow from.
@@ -145,6 +145,14 @@ type Limits struct {
 	// Chaos how long faults were injected.
 	Workers int
 	Chaos   time.Duration
+	// ClockSkew is how far the clocks that stamp the ledger's mark times
+	// may be from the harness's: zero but in the clock scenario on SQLite,
+	// where each process's clock is the database's (clock.go). It widens
+	// the windows in which a mark is matched with receipts and faults, and
+	// makes a clock step a fault that can interrupt sends: a clock ahead
+	// takes other runs' leases before they end, and a run that lost its
+	// lease can no longer give back a submission it marked and never sent.
+	ClockSkew time.Duration
 }
 
 // Input is everything the checker reads.
@@ -351,9 +359,10 @@ func Check(in Input) *Result {
 	}
 
 	// Faults that can leave a submission unreceived, in time order.
+	slack := attributionSlack + in.Limits.ClockSkew
 	var faults []int
 	for i := range in.Faults {
-		if in.Faults[i].interruptsSends() {
+		if in.Faults[i].interruptsSends() || (in.Faults[i].Kind == faultClock && in.Limits.ClockSkew > 0) {
 			faults = append(faults, i)
 		}
 	}
@@ -458,7 +467,7 @@ func Check(in Input) *Result {
 		if missing > 0 {
 			r.NeverReceived += missing
 			res.NeverReceived += missing
-			for _, m := range unreceivedMarks(p, rs, missing, in.Limits.SendTimeout) {
+			for _, m := range unreceivedMarks(p, rs, missing, in.Limits.SendTimeout, slack) {
 				u := unreceivedSubmission{pair: i, transport: p.Transport,
 					detail: fmt.Sprintf("%s: marked (first %s, last %s), receipts %s", name,
 						p.FirstSentAt.Format(time.RFC3339Nano), p.LastSentAt.Format(time.RFC3339Nano), receiptTimes(rs))}
@@ -470,14 +479,14 @@ func Check(in Input) *Result {
 				if m.IsZero() {
 					from, to = p.FirstSentAt, p.LastSentAt
 				}
-				u.from, u.to = from.Add(-attributionSlack), to.Add(in.Limits.Lease+attributionSlack)
+				u.from, u.to = from.Add(-slack), to.Add(in.Limits.Lease+slack)
 				unreceived = append(unreceived, u)
 			}
 		}
 
 		// The ambiguous window: from the provider reading the request to the
-		// ledger's record of its answer.
-		if last := lastReceipt(rs); last != nil && recordedFromAnswer(p.State) && last.Fate == fateAnswered {
+		// ledger's record of its answer (not measured on clocks apart).
+		if last := lastReceipt(rs); last != nil && recordedFromAnswer(p.State) && last.Fate == fateAnswered && in.Limits.ClockSkew == 0 {
 			if w := p.UpdatedAt.Sub(last.ReceivedAt); w >= 0 {
 				res.Window = append(res.Window, w)
 			}
@@ -617,7 +626,9 @@ func assignToFaults(us []unreceivedSubmission, faults []Fault, order []int, capa
 // and the last mark only. A mark is taken as received when a receipt came
 // within a send timeout of it; the rest, up to missing, are the marks with no
 // receipt, then (for submissions between the first and the last) the first.
-func unreceivedMarks(p *Pair, rs []*Receipt, missing int, sendTimeout time.Duration) []time.Time {
+// slack widens the match: the two clocks are read at different moments, or
+// are apart (Limits.ClockSkew).
+func unreceivedMarks(p *Pair, rs []*Receipt, missing int, sendTimeout, slack time.Duration) []time.Time {
 	marks := []time.Time{p.FirstSentAt}
 	if p.Submissions > 1 && !p.LastSentAt.Equal(p.FirstSentAt) {
 		marks = append(marks, p.LastSentAt)
@@ -626,7 +637,7 @@ func unreceivedMarks(p *Pair, rs []*Receipt, missing int, sendTimeout time.Durat
 	for _, m := range marks {
 		covered := false
 		for _, r := range rs {
-			if !r.ReceivedAt.Before(m.Add(-attributionSlack)) && !r.ReceivedAt.After(m.Add(sendTimeout+attributionSlack)) {
+			if !r.ReceivedAt.Before(m.Add(-slack)) && !r.ReceivedAt.After(m.Add(sendTimeout+slack)) {
 				covered = true
 				break
 			}

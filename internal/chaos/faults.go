@@ -28,7 +28,9 @@ type injector struct {
 	cfg      string
 	owners   map[string]string // token, as the fake records it → recipient
 
-	start time.Time // when the faults began
+	start  time.Time // when the faults began
+	clocks *clocks   // the clock scenario; nil in the others
+	disk   *disk     // the disk scenario; nil in the others
 
 	mu          sync.Mutex
 	rng         *rand.Rand
@@ -135,6 +137,12 @@ func (inj *injector) run(ctx context.Context, w *workload) error {
 		return nil
 	})
 	goFault(func() error { return inj.runScenario(fctx, start) })
+	if inj.clocks != nil {
+		goFault(func() error { return inj.stepClocks(fctx) })
+	}
+	if inj.disk != nil {
+		goFault(func() error { return inj.fillCycles(fctx) })
+	}
 	for i := range inj.p.stops {
 		goFault(func() error {
 			if err := sleepUntil(fctx, at(float64(i+1)/float64(inj.p.stops+1)-0.1)); err != nil {

@@ -24,6 +24,8 @@
 //	go run ./internal/chaos -short        # about a minute: both drivers, a few kills (scripts/test runs it)
 //	go run ./internal/chaos               # the long run: ≥ 10 min, ≥ 100 kills, ≥ 100,000 sends, a PostgreSQL restart
 //	go run ./internal/chaos -driver sqlite -duration 2m -workers 4 -seed 7 -keep
+//	go run ./internal/chaos -clock        # only the clock scenario (clock.go): each process's wall clock steps ±3 min
+//	go run ./internal/chaos -disk         # only the disk scenario (disk.go): SQLite's tmpfs filled and freed (root)
 //	go run ./internal/chaos -driver none -netfaults -failover -scenario-duration 3m
 //
 // The last line runs only the scenarios (scenario.go), PostgreSQL phases
@@ -71,6 +73,9 @@ type options struct {
 	sc               scenarioFlags
 	scSet            bool
 	scenarioDuration time.Duration
+	// scenarios run in order, each once per driver: "" (kills, stops,
+	// restarts), "clock" (clock.go).
+	scenarios []string
 }
 
 func main() {
@@ -88,13 +93,16 @@ func run() int {
 	flag.IntVar(&o.workers, "workers", 3, "'oncepush work' processes per driver")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, databases, the fake's credentials); it is also kept when a check fails")
 	flag.BoolVar(&o.verbose, "v", false, "print every fault as it is injected")
-	flag.StringVar(&o.bin, "bin", "", "an oncepush binary to use instead of building ./cmd/oncepush")
+	flag.StringVar(&o.bin, "bin", "", "an oncepush binary to use instead of building ./cmd/oncepush (the clock scenario needs one built with -tags oncepush_failpoints)")
 	flag.DurationVar(&o.killEvery, "kill-every", 0, "time between worker kills (default 4s short, 3s long)")
 	flag.IntVar(&o.minSends, "min-sends", -1, "run until the providers received this many requests (default 0 short, 100000 long), up to twice -duration")
 	flag.IntVar(&o.minKills, "min-kills", -1, "run until this many workers were killed (default 0 short, 100 long), up to twice -duration")
 	flag.BoolVar(&o.pgRestart, "pg-restart", false, "crash-restart PostgreSQL once (a private cluster); on by default in the long mode")
 	o.sc.register()
 	flag.DurationVar(&o.scenarioDuration, "scenario-duration", 0, "how long each scenario's faults last (default a fifth of -duration, at least a minute)")
+	var clock, disk bool
+	flag.BoolVar(&clock, "clock", false, "run the clock scenario: each process's wall clock steps by up to ±3 minutes (the long mode runs it after the kills)")
+	flag.BoolVar(&disk, "disk", false, "run the disk scenario: SQLite on a tmpfs filled and freed mid-run (needs root; the long mode runs it last)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: unexpected argument %q\n", flag.Arg(0))
@@ -124,6 +132,9 @@ func run() int {
 		pgRestartSet = pgRestartSet || f.Name == "pg-restart"
 		o.scSet = o.scSet || f.Name == "netfaults" || f.Name == "failover"
 	})
+	// A scenario asked for by name runs alone: -clock does not bring the
+	// long mode's PostgreSQL scenarios along, nor -netfaults the clock.
+	o.scSet = o.scSet || clock || disk
 	if o.long {
 		o.duration = cmpOr(o.duration, 10*time.Minute)
 		o.killEvery = cmpOr(o.killEvery, 3*time.Second)
@@ -141,6 +152,19 @@ func run() int {
 		o.killEvery = cmpOr(o.killEvery, 4*time.Second)
 	}
 	o.minSends, o.minKills = max(o.minSends, 0), max(o.minKills, 0)
+	switch {
+	case clock || disk:
+		if clock {
+			o.scenarios = append(o.scenarios, "clock")
+		}
+		if disk {
+			o.scenarios = append(o.scenarios, "disk")
+		}
+	case o.long && !o.scSet:
+		o.scenarios = []string{"", "clock", "disk"}
+	default:
+		o.scenarios = []string{""}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -174,19 +198,21 @@ func run() int {
 		return 1
 	}
 	var results []*phaseResult
-	for i, drv := range o.drivers {
-		p := h.plan(drv, i)
-		if p.skip != "" {
-			fmt.Printf("chaos: WARNING: %s SKIPPED: %s\n", drv, p.skip)
-			continue
+	for _, scenario := range o.scenarios {
+		for i, drv := range o.drivers {
+			p := h.plan(drv, scenario, i)
+			if p.skip != "" {
+				fmt.Printf("chaos: WARNING: %s SKIPPED: %s\n", p.label(), p.skip)
+				continue
+			}
+			r, err := h.runPhase(ctx, p)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %s: %v\n", p.label(), err)
+				failed = true
+				return 1
+			}
+			results = append(results, r)
 		}
-		r, err := h.runPhase(ctx, p)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: %s: %v\n", drv, err)
-			failed = true
-			return 1
-		}
-		results = append(results, r)
 	}
 	rs, err := h.runScenarios(ctx)
 	results = append(results, rs...)
@@ -238,7 +264,9 @@ func newHarness(o options) (*harness, error) {
 }
 
 // build compiles the oncepush command (without the race detector: its
-// children are many, and the machine has two cores).
+// children are many, and the machine has two cores), with the test tag
+// oncepush_failpoints: no failpoint is armed, but the clock scenario steps
+// the processes' wall clocks (internal/wallclock).
 func (h *harness) build(ctx context.Context) error {
 	if h.o.bin != "" {
 		h.bin = h.o.bin
@@ -246,7 +274,7 @@ func (h *harness) build(ctx context.Context) error {
 	}
 	h.bin = filepath.Join(h.tmp, "oncepush")
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "github.com/oncepush/oncepush/cmd/oncepush")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "oncepush_failpoints", "-o", h.bin, "github.com/oncepush/oncepush/cmd/oncepush")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/oncepush: %w\n%s", err, out)
 	}

@@ -36,6 +36,7 @@ const (
 // plan is what one driver's phase does.
 type plan struct {
 	driver     string
+	scenario   string // "" for kills, stops and restarts; "clock" (clock.go), "disk" (disk.go), or a PostgreSQL scenario (scenario.go)
 	skip       string // why the driver cannot run here; empty: it runs
 	chaos      time.Duration
 	maxChaos   time.Duration // … extended to reach the sends and kills below, at most this long
@@ -49,14 +50,14 @@ type plan struct {
 	backlog    int // pairs posted and not yet received at most
 	quiesce    time.Duration
 	seed       uint64
-	// scenario names a scenario's phase (scenario.go); measureOnly: its
-	// violations are what it measures, not a failure.
-	scenario    string
+	// measureOnly: the phase's violations are what it measures, not a
+	// failure (an asynchronous failover, scenario.go).
 	measureOnly bool
+	clockEvery  time.Duration // the clock scenario: the mean time between steps
 }
 
 // plan divides the run between the drivers.
-func (h *harness) plan(driver string, i int) plan {
+func (h *harness) plan(driver, scenario string, i int) plan {
 	n := max(len(h.o.drivers), 1)
 	p := plan{
 		driver:    driver,
@@ -82,8 +83,14 @@ func (h *harness) plan(driver string, i int) plan {
 	} else {
 		p.recipients, p.quiesce = 200, 2*time.Minute
 	}
+	switch scenario {
+	case "clock":
+		p.clockPlan(h.o.long)
+	case "disk":
+		p.diskPlan(h.o.long)
+	}
 	if driver == "postgres" {
-		if h.o.pgRestart {
+		if h.o.pgRestart && scenario == "" {
 			p.pgRestarts = 1
 		} else if os.Getenv("ONCEPUSH_TEST_POSTGRES") == "skip" && os.Getenv("ONCEPUSH_REQUIRE_POSTGRES") != "1" {
 			p.skip = "ONCEPUSH_TEST_POSTGRES=skip (scripts/test found no PostgreSQL server)"
@@ -112,6 +119,12 @@ type phaseResult struct {
 	stopStalled   bool
 	net           *netState     // a connection-fault scenario's figures
 	failoverIn    time.Duration // a failover scenario's time without a primary
+	clocks        *clocks       // the clock scenario's steps
+	disk          *disk         // the disk scenario's tmpfs
+	// api503, api500 count the API's answers 503 and 500 over the phase;
+	// pgPanics the PANIC lines of its PostgreSQL (the disk scenario).
+	api503, api500 int64
+	pgPanics       int
 }
 
 func (r *phaseResult) failed() bool {
@@ -131,6 +144,27 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	fmt.Printf("chaos: %s: starting (faults for %s, kill every %s, %d SIGSTOP, %d API kills, %d PostgreSQL restarts)\n",
 		p.label(), p.chaos, p.killEvery, p.stops, p.apiKills, p.pgRestarts)
+	if p.scenario == "clock" {
+		c, err := newClocks(filepath.Join(dir, "clocks"))
+		if err != nil {
+			return nil, err
+		}
+		res.clocks = c
+		h.ps.setEnv(res.clocks.env())
+		defer h.ps.setEnv(nil)
+	}
+	if p.scenario == "disk" {
+		d, err := mountDisk(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := d.unmount(); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+			}
+		}()
+		res.disk = d
+	}
 
 	// The fake providers: a fresh process per phase, so its record is this
 	// phase's alone.
@@ -145,7 +179,9 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	var pg *cluster
 	sc := &scenarioState{}
 	switch {
-	case p.scenario != "":
+	case p.driver == "sqlite" && res.disk != nil:
+		database = filepath.Join(res.disk.dir, "oncepush.db")
+	case pgScenario(p.scenario):
 		var stop func()
 		database, stop, err = h.scenarioDatabase(ctx, sc, p, dir)
 		defer stop()
@@ -154,8 +190,12 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		}
 	case p.driver == "sqlite":
 		database = filepath.Join(dir, "oncepush.db")
-	case p.pgRestarts > 0:
-		if pg, err = newCluster(ctx, h.ps, dir, h.tmp); err != nil {
+	case p.pgRestarts > 0 || (p.driver == "postgres" && res.disk != nil):
+		parent := dir
+		if res.disk != nil {
+			parent = res.disk.dir // the cluster on the tmpfs the harness fills
+		}
+		if pg, err = newCluster(ctx, h.ps, parent, h.tmp); err != nil {
 			return nil, err
 		}
 		defer pg.stop()
@@ -209,10 +249,10 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.driver, len(w.recipients), len(w.tokens), w.dead)
+	fmt.Printf("chaos: %s: %d recipients, %d devices (%d with a dead token)\n", p.label(), len(w.recipients), len(w.tokens), w.dead)
 
 	inj := &injector{h: h, p: p, fake: f, api: a, pg: pg, database: database, cfg: cfg, owners: w.owners, scenarioState: sc,
-		rng: rand.New(rand.NewPCG(p.seed, 0xfa17))}
+		rng: rand.New(rand.NewPCG(p.seed, 0xfa17)), clocks: res.clocks, disk: res.disk}
 	for i := range h.o.workers {
 		if err := inj.startWorker(ctx, i); err != nil {
 			return nil, err
@@ -250,7 +290,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	st, _ := f.stats(ctx)
 	fmt.Printf("chaos: %s: faults over after %s: %d kills, %d SIGSTOP, %d API kills, %d PostgreSQL restarts; %d notifications, %d requests received so far\n",
-		p.driver, res.chaos.Round(time.Second), inj.count(faultKill), inj.count(faultStop), inj.count(faultAPIKill),
+		p.label(), res.chaos.Round(time.Second), inj.count(faultKill), inj.count(faultStop), inj.count(faultAPIKill),
 		inj.count(faultPGRestart), len(w.notifications), st.Received)
 
 	// Quiescence: every delivery final, read through the API.
@@ -272,6 +312,13 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 
 	// A worker that is told to stop finishes and exits 0.
 	res.harness = append(res.harness, inj.stopWorkers()...)
+	res.api503, res.api500 = a.answered503.Load(), a.answered500.Load()
+	if res.disk != nil && pg != nil {
+		res.pgPanics = inj.pgPanics()
+	}
+	if res.disk != nil && res.api500 > 0 {
+		res.harness = append(res.harness, Violation{Kind: "API answered 500", Detail: fmt.Sprintf("%d times while the disk filled and emptied; its log: %s", res.api500, a.proc.Load().logPath)})
+	}
 	res.leaseLost = inj.countLogLines(`"msg":"lease lost`)
 	res.faults = inj.faultList()
 	res.stopFor, res.stopStalled, res.pgDown, res.refusedStarts = inj.stopFor, inj.stopStalled, inj.pgDown, inj.refusedStarts
@@ -287,6 +334,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 			Lease:       engineLease,
 			Workers:     h.o.workers,
 			Chaos:       res.chaos,
+			ClockSkew:   res.clocks.ledgerSkew(p.driver),
 		},
 	}
 	var pairDevice []int64          // in.Pairs[i]'s device id
@@ -336,7 +384,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 		res.targets = append(res.targets, fmt.Sprintf("%d SIGSTOP, %d API kills, %d PostgreSQL restarts injected; the plan was %d, %d, %d",
 			inj.count(faultStop), inj.count(faultAPIKill), inj.count(faultPGRestart), p.stops, p.apiKills, p.pgRestarts))
 	}
-	fmt.Printf("chaos: %s: done in %s (quiescence %s)\n", p.driver, res.elapsed.Round(time.Second), res.quiesce.Round(100*time.Millisecond))
+	fmt.Printf("chaos: %s: done in %s (quiescence %s)\n", p.label(), res.elapsed.Round(time.Second), res.quiesce.Round(100*time.Millisecond))
 	return res, nil
 }
 

@@ -68,6 +68,14 @@ type procs struct {
 	all  []*proc
 	logs string // directory for the children's log files
 	seq  int
+	env  []string // added to every child's environment (setEnv)
+}
+
+// setEnv adds env to the environment of every child started from now on.
+func (ps *procs) setEnv(env []string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.env = env
 }
 
 // start runs bin with args, its output in a log file named after name.
@@ -75,6 +83,7 @@ type procs struct {
 func (ps *procs) start(name, bin string, args []string, as *syscall.Credential) (*proc, error) {
 	ps.mu.Lock()
 	ps.seq++
+	env := append(childEnv(), ps.env...)
 	logPath := filepath.Join(ps.logs, fmt.Sprintf("%03d-%s.log", ps.seq, strings.ReplaceAll(name, "/", "-")))
 	ps.mu.Unlock()
 	f, err := os.Create(logPath)
@@ -85,7 +94,7 @@ func (ps *procs) start(name, bin string, args []string, as *syscall.Credential) 
 	p.stdout, p.stderr = newOutput(f), newOutput(f)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.Env = childEnv()
+	p.cmd.Env = env
 	dieWithParent(p.cmd, as)
 	if err := p.cmd.Start(); err != nil {
 		f.Close()

@@ -52,6 +52,8 @@ func printPhase(out io.Writer, r *phaseResult) {
 	}
 	fmt.Fprintf(out, "; quiescence %s\n", r.quiesce.Round(100*time.Millisecond))
 	printScenario(out, r)
+	printClock(out, r)
+	printDisk(out, r)
 	if r.stopStalled {
 		fmt.Fprintf(out, "  the SIGSTOP landed inside a write transaction: no request reached the provider for %s, and the worker was let go early\n", stallQuiet)
 	}

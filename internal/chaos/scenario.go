@@ -26,6 +26,13 @@ const (
 	scenarioFailoverAsync = "failover-async"
 )
 
+// pgScenario reports whether a phase's scenario is one of these, which run
+// on a PostgreSQL of their own (scenarioDatabase), rather than "" (kills),
+// "clock" or "disk", which run on each driver.
+func pgScenario(name string) bool {
+	return name == scenarioNet || name == scenarioFailoverSync || name == scenarioFailoverAsync
+}
+
 // scenarioFlags are the command line's scenario flags.
 type scenarioFlags struct {
 	net      bool
@@ -86,7 +93,7 @@ func (h *harness) scenarioChaos() time.Duration {
 
 // scenarioPlan is the plan of one scenario's phase.
 func (h *harness) scenarioPlan(name string, i int) plan {
-	p := h.plan("postgres", len(h.o.drivers)+i)
+	p := h.plan("postgres", name, len(h.o.drivers)+i)
 	p.scenario = name
 	p.chaos, p.maxChaos = h.scenarioChaos(), h.scenarioChaos()
 	p.minSends, p.minKills = 0, 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/wallclock"
 )
 
 // Recent activity: GET /v1/activity answers the due backlog, read from the
@@ -46,7 +47,7 @@ func (r *recentRing) now() time.Time {
 	if r.clock != nil {
 		return r.clock.Now()
 	}
-	return time.Now()
+	return wallclock.Now()
 }
 
 // useClock makes the ring count on the engine's clock.

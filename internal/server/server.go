@@ -26,6 +26,7 @@ import (
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/console"
+	"github.com/oncepush/oncepush/internal/wallclock"
 )
 
 // MaxBodyBytesDefault bounds request bodies: 10,000 recipients of 100 bytes fit.
@@ -568,7 +569,7 @@ func (s *Server[TTx]) now() time.Time {
 	if c := s.client.Config().Clock; c != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return wallclock.Now()
 }
 
 // readBacklog reads the due backlog, the count capped at BacklogCountMax,

@@ -1,13 +1,14 @@
 // Package timesource is the providers' one time source: the clock a
 // provider's configuration gives, else the clock of the client it serves
-// (provider.ClockUser), else the wall clock. It is the only place in provider
-// code that reads the wall clock.
+// (provider.ClockUser), else the wall clock (package wallclock). It is the
+// only place in provider code that reads the wall clock.
 package timesource
 
 import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncepush/oncepush/internal/wallclock"
 	"github.com/oncepush/oncepush/provider"
 )
 
@@ -32,7 +33,7 @@ func (s *Source) Now() time.Time {
 	if b := s.client.Load(); b != nil {
 		return b.c.Now()
 	}
-	return time.Now()
+	return wallclock.Now()
 }
 
 // Use makes c the source's clock unless it was given one of its own: the
