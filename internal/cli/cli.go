@@ -117,7 +117,7 @@ func printUsage(w io.Writer) {
 // commonFlags are the settings every command that opens the database takes.
 func commonFlags(fs *flag.FlagSet) *config.Flags {
 	f := &config.Flags{}
-	fs.StringVar(&f.Database, "database", "", "PostgreSQL URL (postgres://…) or SQLite file path [$"+config.EnvDatabase+"] (default "+config.DatabaseDefault+")")
+	fs.StringVar(&f.Database, "database", "", "PostgreSQL URL (postgres://…), or SQLite file path or file: URL [$"+config.EnvDatabase+"] (default "+config.DatabaseDefault+")")
 	fs.StringVar(&f.Config, "config", "", "configuration file (JSON) [$"+config.EnvConfig+"]")
 	fs.StringVar(&f.LogFormat, "log-format", "", "text or json [$"+config.EnvLogFormat+"] (default text)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "debug, info, warn or error [$"+config.EnvLogLevel+"] (default info)")
