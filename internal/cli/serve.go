@@ -15,6 +15,7 @@ import (
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/console"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/internal/stack"
 )
@@ -145,7 +146,8 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		attrs = append(attrs, slog.String("metrics_listen", opsLn.Addr().String()))
 	}
 	if o.api {
-		log.Info("oncepush serving", append([]any{slog.String("listen", apiLn.Addr().String()), slog.Bool("workers", o.workers)}, attrs...)...)
+		log.Info("oncepush serving", append([]any{slog.String("listen", apiLn.Addr().String()),
+			slog.String("console", consoleURL(apiLn.Addr())), slog.Bool("workers", o.workers)}, attrs...)...)
 	} else {
 		log.Info("oncepush working", attrs...)
 	}
@@ -172,6 +174,20 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	log.Info("oncepush stopped")
 	return runErr
+}
+
+// consoleURL is the console's address on the API's listener, for the
+// person who starts the server to open: a listener on every interface
+// (0.0.0.0, ::) is reached at localhost from this host.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return console.Path
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + console.Path
 }
 
 // Limits of every listener, so that a client that is slow or never
