@@ -95,7 +95,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		fmt.Fprintf(stderr, "oncepush %s: %v\n", args[0], err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "oncepush %s: %v\n", args[0], err)
+		// One line per problem (config.Errors has several): each says
+		// which command it comes from.
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "oncepush %s: %s\n", args[0], line)
+		}
 		return 1
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -130,5 +131,29 @@ func TestFlagsAfterArgumentsVapidAndVersion(t *testing.T) {
 	code, _, stderr = runCLI(t, "version", "extra", "--json")
 	if code != 2 || !strings.Contains(stderr, `unexpected argument "extra" (`) {
 		t.Fatalf("version extra --json: exit %d, %q", code, stderr)
+	}
+}
+
+// TestServeSaysEveryProblem: serve refuses a configuration with every
+// problem on a line of its own, the providers' beside the file's, before
+// it opens the database.
+func TestServeSaysEveryProblem(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncepush.json")
+	if err := os.WriteFile(cfg, []byte(`{"engine": {"workrs": 2}, "providers": {"rustore": {"projectID": "", "serviceToken": "t"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "never.db")
+	code, _, stderr := runCLI(t, "serve", "--config", cfg, "--database", db, "--listen", "127.0.0.1:0")
+	want := []string{
+		"oncepush serve: --config: " + cfg + ": unknown setting engine.workrs (names are case-sensitive); did you mean engine.workers?",
+		"oncepush serve: providers.rustore.projectID: is empty: set it to the push project's id from the RuStore Console",
+	}
+	if code != 1 || stderr != strings.Join(want, "\n")+"\n" {
+		t.Errorf("exit %d:\n%s\nwant:\n%s", code, stderr, strings.Join(want, "\n"))
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("the database was created before the settings were checked")
 	}
 }

@@ -51,21 +51,30 @@ type runOptions struct {
 // run loads the settings, opens the database and runs the API and/or the
 // workers until ctx ends (SIGTERM/SIGINT), then shuts down gracefully.
 func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
+	// Every problem of the settings at once, the providers' included,
+	// before the database is touched.
 	st, err := config.Load(*f, e.getenv)
-	if err != nil {
+	if st == nil {
 		return err
 	}
 	log := st.Logger(e.logFile)
+	providers, perr := st.BuildProviders(log)
+	problems, other := config.Errors(nil).Join(err)
+	if other == nil {
+		problems, other = problems.Join(perr)
+	}
+	if other != nil {
+		return other
+	}
+	if err := problems.Err(); err != nil {
+		return err
+	}
 	log.Debug("settings", slog.Any("settings", st))
 	db, err := stack.OpenMigrated(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	providers, err := st.BuildProviders(log)
-	if err != nil {
-		return err
-	}
 	if len(providers) == 0 && o.workers {
 		log.Warn("no provider is configured: every device will be recorded as rejected and every delivery as failed (set providers in the configuration file)")
 	}
