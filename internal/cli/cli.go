@@ -4,13 +4,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,9 +20,19 @@ import (
 	"github.com/oncepush/oncepush/internal/registry"
 )
 
-// Version is set at build time (-ldflags "-X …/internal/cli.Version=v1.2.3");
-// otherwise the module version from the build information, or "dev".
-var Version = ""
+// Set at build time by scripts/release (-ldflags "-X
+// github.com/oncepush/oncepush/internal/cli.Version=v1.2.3"); empty, they
+// come from the build information (buildInfo).
+var (
+	// Version is the release's version.
+	Version = ""
+	// Commit is the release's commit (a git worktree records none itself).
+	Commit = ""
+	// Date is when the release was built, RFC 3339 in UTC: its
+	// SOURCE_DATE_EPOCH, so that two builds of one commit are the same
+	// bytes.
+	Date = ""
+)
 
 // env is what a command works with.
 type env struct {
@@ -84,7 +95,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		fmt.Fprintf(stderr, "oncepush %s: %v\n", args[0], err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "oncepush %s: %v\n", args[0], err)
+		// One line per problem (config.Errors has several): each says
+		// which command it comes from.
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "oncepush %s: %s\n", args[0], line)
+		}
 		return 1
 	}
 }
@@ -106,7 +121,7 @@ func printUsage(w io.Writer) {
 // commonFlags are the settings every command that opens the database takes.
 func commonFlags(fs *flag.FlagSet) *config.Flags {
 	f := &config.Flags{}
-	fs.StringVar(&f.Database, "database", "", "PostgreSQL URL (postgres://…) or SQLite file path [$"+config.EnvDatabase+"] (default "+config.DatabaseDefault+")")
+	fs.StringVar(&f.Database, "database", "", "PostgreSQL URL (postgres://…), or SQLite file path or file: URL [$"+config.EnvDatabase+"] (default "+config.DatabaseDefault+")")
 	fs.StringVar(&f.Config, "config", "", "configuration file (JSON) [$"+config.EnvConfig+"]")
 	fs.StringVar(&f.LogFormat, "log-format", "", "text or json [$"+config.EnvLogFormat+"] (default text)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "debug, info, warn or error [$"+config.EnvLogLevel+"] (default info)")
@@ -150,7 +165,12 @@ func subcommandUsage(cmd string, args []string) error {
 		names = append(names, s.name)
 	}
 	problem := "which command?"
-	if len(args) > 0 {
+	switch {
+	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
+		// Flags may follow the command, anywhere after it, but the command
+		// comes first: which flags there are depends on it.
+		problem = fmt.Sprintf("the command comes before its flags (oncepush %s <command> %s …)", cmd, args[0])
+	case len(args) > 0:
 		problem = fmt.Sprintf("unknown command %q", args[0])
 	}
 	return usagef("%s (%s; see 'oncepush %s --help')", problem, strings.Join(names, ", "), cmd)
@@ -201,7 +221,7 @@ func parse(fs *flag.FlagSet, e *env, args []string) error {
 	// before returning the error, which Main prints again.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(e, fs)
 			return err
@@ -214,21 +234,62 @@ func parse(fs *flag.FlagSet, e *env, args []string) error {
 	return nil
 }
 
-func version() string {
-	if Version != "" {
-		return Version
+// flagsFirst moves fs's flags in args before its arguments, keeping the
+// order of each, so that a flag may follow an argument as people type
+// them ("keys revoke ID --database …"): the flag package stops at the
+// first argument. "--" ends the flags; what follows it is an argument even
+// if it starts with a dash. A flag that takes a value and is not written
+// --name=value takes the next word with it, whatever that word is, as the
+// flag package does. A flag fs does not know is left for Parse to refuse.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			rest = append(rest, args[i+1:]...)
+			i = len(args)
+		case len(a) < 2 || a[0] != '-':
+			rest = append(rest, a)
+		default:
+			flags = append(flags, a)
+			name := strings.TrimPrefix(a[1:], "-")
+			if strings.Contains(name, "=") || i+1 == len(args) {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
+	return append(append(flags, "--"), rest...)
 }
+
+// isBoolFlag reports whether f is a flag that takes no value (-json), as
+// the flag package tells.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func version() string { return buildInfo().Version }
 
 func printVersion(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON {version, commit, modified, date, go, platform}")
 	if err := parse(fs, e, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "oncepush", version())
-	return nil
+	b := buildInfo()
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(b)
+	}
+	commit := cmp.Or(b.Commit, "unknown")
+	if b.Modified {
+		commit += " (with changes not committed)"
+	}
+	_, err := fmt.Fprintf(e.stdout, "oncepush %s\ncommit %s\nbuilt %s\n%s %s\n",
+		b.Version, commit, cmp.Or(b.Date, "unknown"), b.Go, b.Platform)
+	return err
 }

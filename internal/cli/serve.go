@@ -15,6 +15,7 @@ import (
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/internal/apikey"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/console"
 	"github.com/oncepush/oncepush/internal/server"
 	"github.com/oncepush/oncepush/internal/stack"
 )
@@ -50,21 +51,30 @@ type runOptions struct {
 // run loads the settings, opens the database and runs the API and/or the
 // workers until ctx ends (SIGTERM/SIGINT), then shuts down gracefully.
 func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
+	// Every problem of the settings at once, the providers' included,
+	// before the database is touched.
 	st, err := config.Load(*f, e.getenv)
-	if err != nil {
+	if st == nil {
 		return err
 	}
 	log := st.Logger(e.logFile)
+	providers, perr := st.BuildProviders(log)
+	problems, other := config.Errors(nil).Join(err)
+	if other == nil {
+		problems, other = problems.Join(perr)
+	}
+	if other != nil {
+		return other
+	}
+	if err := problems.Err(); err != nil {
+		return err
+	}
 	log.Debug("settings", slog.Any("settings", st))
 	db, err := stack.OpenMigrated(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	providers, err := st.BuildProviders(log)
-	if err != nil {
-		return err
-	}
 	if len(providers) == 0 && o.workers {
 		log.Warn("no provider is configured: every device will be recorded as rejected and every delivery as failed (set providers in the configuration file)")
 	}
@@ -145,7 +155,8 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 		attrs = append(attrs, slog.String("metrics_listen", opsLn.Addr().String()))
 	}
 	if o.api {
-		log.Info("oncepush serving", append([]any{slog.String("listen", apiLn.Addr().String()), slog.Bool("workers", o.workers)}, attrs...)...)
+		log.Info("oncepush serving", append([]any{slog.String("listen", apiLn.Addr().String()),
+			slog.String("console", consoleURL(apiLn.Addr())), slog.Bool("workers", o.workers)}, attrs...)...)
 	} else {
 		log.Info("oncepush working", attrs...)
 	}
@@ -172,6 +183,20 @@ func run(ctx context.Context, e *env, f *config.Flags, o runOptions) error {
 	}
 	log.Info("oncepush stopped")
 	return runErr
+}
+
+// consoleURL is the console's address on the API's listener, for the
+// person who starts the server to open: a listener on every interface
+// (0.0.0.0, ::) is reached at localhost from this host.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return console.Path
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + console.Path
 }
 
 // Limits of every listener, so that a client that is slow or never

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncepush/oncepush"
+	"github.com/oncepush/oncepush/internal/nearest"
 	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/strictjson"
 )
@@ -208,34 +209,90 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Setting + ": " + e.Problem }
 
+// Errors are every problem found in the settings, in the order of the file
+// and then of the settings' table: a person fixes them all in one go. Its
+// message is one line per problem.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find the first problem.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Join adds the problems of err (an *Error, Errors, or errors.Join of
+// them) to es. An error of another kind is returned as it is, for the
+// caller to report alone.
+func (es Errors) Join(err error) (Errors, error) {
+	switch e := err.(type) {
+	case nil:
+		return es, nil
+	case *Error:
+		return append(es, e), nil
+	case Errors:
+		return append(es, e...), nil
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			var other error
+			if es, other = es.Join(inner); other != nil {
+				return es, other
+			}
+		}
+		return es, nil
+	}
+	return es, err
+}
+
+// Err is es as an error: nil when there is no problem.
+func (es Errors) Err() error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
 func settingErr(setting, format string, args ...any) *Error {
 	return &Error{Setting: setting, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Load resolves the settings from flags, the environment (getenv) and the
-// configuration file the flags or environment name.
+// configuration file the flags or environment name. Its error is Errors:
+// every problem of the file and of the settings at once. The settings are
+// returned with it unless the file could not be read at all, so that a
+// caller may add the problems it finds itself (Settings.BuildProviders).
 func Load(f Flags, getenv func(string) string) (*Settings, error) {
 	st := &Settings{ConfigPath: cmp.Or(f.Config, getenv(EnvConfig)), from: map[string]string{}}
 	configFrom := "--config"
 	if f.Config == "" && st.ConfigPath != "" {
 		configFrom = EnvConfig
 	}
+	var errs Errors
 	if st.ConfigPath != "" {
 		b, err := os.ReadFile(st.ConfigPath)
 		if err != nil {
-			return nil, settingErr(configFrom, "cannot read %s: %v", st.ConfigPath, err)
+			return nil, Errors{settingErr(configFrom, "cannot read %s: %v", st.ConfigPath, err)}
 		}
-		if err := decodeFile(b, &st.File); err != nil {
+		faults, err := decodeFile(b, &st.File)
+		if err != nil {
 			e := settingErr(configFrom, "%s: %v", st.ConfigPath, err)
-			var pe *strictjson.Error
-			var se *strictjson.ShapeError
-			switch {
-			case errors.As(err, &pe):
+			if pe, ok := errors.AsType[*strictjson.Error](err); ok {
 				e.Path = pe.Path
-			case errors.As(err, &se):
-				e.Path = se.Path
 			}
-			return nil, e
+			return nil, Errors{e}
+		}
+		for _, se := range faults {
+			errs = append(errs, &Error{Setting: configFrom, Problem: st.ConfigPath + ": " + describe(se), Path: se.Path})
 		}
 	}
 	st.Listen = st.pick(getenv, "listen", f.Listen, st.Listen, ListenDefault)
@@ -252,11 +309,43 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 		}
 		on, err := strconv.ParseBool(v.value)
 		if err != nil {
-			return nil, settingErr(v.setting, "%q is neither true nor false", v.value)
+			errs = append(errs, settingErr(v.setting, "%q is neither true nor false", v.value))
+			continue
 		}
 		st.HTTP.AccessLog = on
 	}
-	return st, st.validate()
+	errs = append(errs, st.validate()...)
+	return st, errs.Err()
+}
+
+// describe says what is wrong at a fault of the file, with the setting
+// probably meant for a name that is no setting.
+func describe(se *strictjson.ShapeError) string {
+	switch {
+	case se.Fault == strictjson.Unknown:
+		msg := "unknown setting " + se.Path + " (names are case-sensitive)"
+		if strings.HasPrefix(se.Reason, "is not a transport") {
+			msg = se.Error()
+		}
+		if near, ok := nearest.Name(se.Name, se.Known); ok {
+			msg += "; did you mean " + strictjson.Join(parentPath(se.Path, se.Name), near) + "?"
+		}
+		return msg
+	case se.Path == "":
+		return "the file " + se.Reason
+	}
+	return se.Error()
+}
+
+// parentPath is the path of the object whose member name is at path.
+func parentPath(path, name string) string {
+	if p, ok := strings.CutSuffix(path, "."+name); ok {
+		return p
+	}
+	if p, ok := strings.CutSuffix(path, strictjson.Join("", name)); ok {
+		return p
+	}
+	return ""
 }
 
 // decodeFile reads the JSON configuration strictly, by the rules request
@@ -265,58 +354,98 @@ func Load(f Flags, getenv func(string) string) (*Settings, error) {
 // exactly as documented, case included, with a value of its kind, and a
 // duration a duration. An error names the setting's path, so that a typo
 // cannot silently fall back to a default, nor the second of two values win.
-func decodeFile(b []byte, f *File) error {
+//
+// A document that is not JSON is err. Otherwise every fault is returned,
+// and the rest of the file is decoded into f without the members at fault,
+// so that the settings' own checks can look at what was written well: a
+// person sees every problem of the file at once.
+func decodeFile(b []byte, f *File) (faults strictjson.ShapeErrors, err error) {
 	doc, err := strictjson.Parse(b)
 	if err != nil {
-		return fmt.Errorf("not a valid configuration file: %w", err)
+		return nil, fmt.Errorf("not a valid configuration file: %w", err)
 	}
-	if err := strictjson.Check(doc, reflect.TypeFor[File]()); err != nil {
-		var se *strictjson.ShapeError
-		switch {
-		case !errors.As(err, &se):
-			return err
-		case se.Fault == strictjson.Unknown:
-			return fmt.Errorf("unknown setting %s (names are case-sensitive): %w", se.Path, err)
-		case se.Path == "":
-			return fmt.Errorf("the file %s: %w", se.Reason, err)
+	faults = strictjson.CheckAll(doc, reflect.TypeFor[File]())
+	if len(faults) > 0 {
+		at := map[string]bool{}
+		for _, se := range faults {
+			at[se.Path] = true
 		}
-		return err
+		if at[""] {
+			return faults, nil // not an object: nothing to keep
+		}
+		doc = without(doc, "", at)
+		// What is left may fail only where a type checks a combination
+		// itself; then nothing more is said than the faults.
+		if strictjson.Check(doc, reflect.TypeFor[File]()) != nil {
+			return faults, nil
+		}
 	}
-	if err := json.Unmarshal(b, f); err != nil {
-		return fmt.Errorf("decode a checked file: %w", err) // Check refused what this could
+	if err := json.Unmarshal(doc.AppendJSON(nil), f); err != nil {
+		return nil, fmt.Errorf("decode a checked file: %w", err) // Check refused what this could
 	}
-	return nil
+	return faults, nil
 }
 
-func (st *Settings) validate() error {
+// without is v, at path, without the object members whose path is in at,
+// nor those holding one of them inside an array (an element taken out
+// would change the others' places).
+func without(v *strictjson.Value, path string, at map[string]bool) *strictjson.Value {
+	if v.Kind != strictjson.Object {
+		return v
+	}
+	out := *v
+	out.Members = nil
+	for _, m := range v.Members {
+		child := strictjson.Join(path, m.Name)
+		if at[child] || (m.Value.Kind == strictjson.Array && faultUnder(child, at)) {
+			continue
+		}
+		out.Members = append(out.Members, strictjson.Member{Name: m.Name, Value: without(m.Value, child, at)})
+	}
+	return &out
+}
+
+// faultUnder reports whether a path in at is inside the value at path.
+func faultUnder(path string, at map[string]bool) bool {
+	for p := range at {
+		if strings.HasPrefix(p, path+"[") || strings.HasPrefix(p, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// validate checks the resolved settings and returns every problem.
+func (st *Settings) validate() Errors {
+	var errs Errors
 	if _, _, err := net.SplitHostPort(st.Listen); err != nil {
-		return settingErr(st.Origin("listen"), "%q is not host:port (%v)", st.Listen, err)
+		errs = append(errs, settingErr(st.Origin("listen"), "%q is not host:port (%v)", st.Listen, err))
 	}
 	if st.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(st.MetricsListen); err != nil {
-			return settingErr(st.Origin("metricsListen"), "%q is not host:port (%v)", st.MetricsListen, err)
+			errs = append(errs, settingErr(st.Origin("metricsListen"), "%q is not host:port (%v)", st.MetricsListen, err))
 		}
 	}
 	switch st.Log.Format {
 	case "text", "json":
 	default:
-		return settingErr(st.Origin("log.format"), "%q is neither text nor json", st.Log.Format)
+		errs = append(errs, settingErr(st.Origin("log.format"), "%q is neither text nor json", st.Log.Format))
 	}
 	if _, err := parseLevel(st.Log.Level); err != nil {
-		return settingErr(st.Origin("log.level"), "%v", err)
+		errs = append(errs, settingErr(st.Origin("log.level"), "%v", err))
 	}
 	if st.HTTP.MaxBodyBytes < 0 {
-		return settingErr("http.maxBodyBytes", "must not be negative")
+		errs = append(errs, settingErr("http.maxBodyBytes", "must not be negative"))
 	}
 	if st.HTTP.MaxBacklogAge < 0 {
-		return settingErr("http.maxBacklogAge", "must not be negative")
+		errs = append(errs, settingErr("http.maxBacklogAge", "must not be negative"))
 	}
 	// The engine's own validation names its Go field; check it now, before
-	// serving, and name the setting.
+	// serving, and name the setting. It stops at its first problem.
 	if err := st.ClientConfig().Validate(); err != nil {
-		return engineError(err)
+		errs = append(errs, engineError(err))
 	}
-	return nil
+	return errs
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -364,14 +493,29 @@ func KeywordDSN(s string) bool {
 }
 
 // BuildProviders builds the configured providers, in the registry's order.
-// The providers tell the time of the client they are given to.
+// The providers tell the time of the client they are given to. Its error
+// is Errors: one problem per section at fault, each naming the setting as
+// the file writes it (providers.apns.keyID).
 func (st *Settings) BuildProviders(log *slog.Logger) ([]oncepush.Provider, error) {
 	providers, err := registry.Default().Providers(st.Providers, registry.Env{Logger: log})
-	var se *registry.SettingError
-	if errors.As(err, &se) {
-		return nil, &Error{Setting: se.Setting, Problem: se.Problem}
+	if err == nil {
+		return providers, nil
 	}
-	return providers, err
+	var errs Errors
+	var all []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	} else {
+		all = []error{err}
+	}
+	for _, e := range all {
+		se, ok := errors.AsType[*registry.SettingError](e)
+		if !ok {
+			return nil, err
+		}
+		errs = append(errs, &Error{Setting: se.Setting, Problem: se.Problem})
+	}
+	return nil, errs
 }
 
 // RedactURL is a PostgreSQL URL without its password, for logs and errors.

@@ -228,8 +228,8 @@ func TestEveryEngineFieldIsASetting(t *testing.T) {
 			t.Fatalf("%s: %v", b, err)
 		}
 		f := &File{}
-		if err := decodeFile(b, f); err != nil {
-			t.Fatalf("%s: %v", b, err)
+		if faults, err := decodeFile(b, f); err != nil || faults != nil {
+			t.Fatalf("%s: %v %v", b, faults, err)
 		}
 		st = &Settings{File: *f}
 	}

@@ -50,16 +50,22 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	}
 	typ := engineFile()
 	byName := map[string]reflect.StructField{}
+	known := make([]string, 0, typ.NumField())
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		name, _ := jsonName(typ, f.Name)
 		byName[name] = f
+		known = append(known, name)
 	}
 	dst := reflect.ValueOf(&e.Config).Elem()
+	// Every fault, so that the file is fixed in one go.
+	var faults strictjson.ShapeErrors
 	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		f, ok := byName[key]
 		if !ok {
-			return &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Unknown, Reason: "is not an engine setting (names are case-sensitive)"}
+			faults = append(faults, &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Unknown,
+				Reason: "is not an engine setting (names are case-sensitive)", Name: key, Known: known})
+			continue
 		}
 		v := reflect.New(f.Type)
 		if err := json.Unmarshal(raw[key], v.Interface()); err != nil {
@@ -68,10 +74,14 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 			if errors.As(err, &te) {
 				reason = "must be a JSON " + te.Type.String()
 			}
-			return &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Invalid, Reason: reason}
+			faults = append(faults, &strictjson.ShapeError{Path: strictjson.Join("", key), Fault: strictjson.Invalid, Reason: reason})
+			continue
 		}
 		out := dst.FieldByName(f.Name)
 		out.Set(v.Elem().Convert(out.Type()))
+	}
+	if len(faults) > 0 {
+		return faults
 	}
 	return nil
 }

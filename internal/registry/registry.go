@@ -18,9 +18,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/oncepush/oncepush"
@@ -170,11 +173,21 @@ func (t Table) Decode(b []byte) (Sections, error) {
 		return nil, fmt.Errorf("providers: must be a JSON object whose members name transports (%s)", t.list())
 	}
 	out := Sections{}
-	for name, r := range raw {
+	// Every fault of every section, in name order, so that the file is
+	// fixed in one go.
+	var faults strictjson.ShapeErrors
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		r := raw[name]
 		key := strictjson.Join("", name) // as every path writes it: `[".00"]` for a name with a dot
 		row := t.lookup(oncepush.Transport(name))
 		if row == nil {
-			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Unknown, Reason: "is not a transport: the transports are " + t.list()}
+			known := make([]string, len(t))
+			for i := range t {
+				known[i] = string(t[i].Spec.Name)
+			}
+			faults = append(faults, &strictjson.ShapeError{Path: key, Fault: strictjson.Unknown,
+				Reason: "is not a transport: the transports are " + t.list(), Name: name, Known: known})
+			continue
 		}
 		if bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
 			continue
@@ -184,19 +197,23 @@ func (t Table) Decode(b []byte) (Sections, error) {
 		// that a fault is named by its path under the section.
 		doc, err := strictjson.Parse(r)
 		if err != nil {
-			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()}
+			faults = append(faults, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()})
+			continue
 		}
-		if err := strictjson.Check(doc, reflect.TypeOf(sec)); err != nil {
-			var se *strictjson.ShapeError
-			if errors.As(err, &se) {
-				return nil, &strictjson.ShapeError{Path: strictjson.Under(key, se.Path), Fault: se.Fault, Reason: se.Reason}
+		if errs := strictjson.CheckAll(doc, reflect.TypeOf(sec)); len(errs) > 0 {
+			for _, se := range errs {
+				faults = append(faults, &strictjson.ShapeError{Path: strictjson.Under(key, se.Path), Fault: se.Fault, Reason: se.Reason, Name: se.Name, Known: se.Known})
 			}
-			return nil, err
+			continue
 		}
 		if err := json.Unmarshal(r, sec); err != nil {
-			return nil, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()}
+			faults = append(faults, &strictjson.ShapeError{Path: key, Fault: strictjson.Invalid, Reason: err.Error()})
+			continue
 		}
 		out[row.Spec.Name] = sec
+	}
+	if len(faults) > 0 {
+		return nil, faults
 	}
 	return out, nil
 }
@@ -232,9 +249,13 @@ func (t Table) Encode(s Sections) ([]byte, error) {
 }
 
 // Providers builds the providers of the configured sections, in t's order.
-// Its *SettingError names the setting in full: "providers.apns.keyFile".
+// Its errors, one *SettingError per section at fault (errors.Join), name
+// the setting in full, as the file writes it: "providers.apns.keyFile",
+// "providers.apns.keyID" (where the provider's own error names its Go
+// field, Config.KeyID).
 func (t Table) Providers(s Sections, env Env) ([]oncepush.Provider, error) {
 	var out []oncepush.Provider
+	var errs []error
 	for _, row := range t {
 		sec, ok := s[row.Spec.Name]
 		if !ok {
@@ -243,15 +264,57 @@ func (t Table) Providers(s Sections, env Env) ([]oncepush.Provider, error) {
 		p, err := sec.Provider(env)
 		if err != nil {
 			prefix := "providers." + string(row.Spec.Name)
-			var se *SettingError
-			if errors.As(err, &se) {
-				return nil, &SettingError{Setting: strings.TrimSuffix(prefix+"."+se.Setting, "."), Problem: se.Problem}
+			se, ok := errors.AsType[*SettingError](err)
+			if !ok {
+				se, ok = fieldError(sec, err)
 			}
-			return nil, &SettingError{Setting: prefix, Problem: err.Error()}
+			if ok {
+				errs = append(errs, &SettingError{Setting: strings.TrimSuffix(prefix+"."+se.Setting, "."), Problem: se.Problem})
+			} else {
+				errs = append(errs, &SettingError{Setting: prefix, Problem: err.Error()})
+			}
+			continue
 		}
 		out = append(out, p)
 	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return out, nil
+}
+
+// providerField is a provider's refusal of its Config that names the field
+// at fault: "apns: Config.KeyID must not be empty: …", "rustore: ProjectID
+// is empty: …", "fcm: BaseURL: …".
+var providerField = regexp.MustCompile(`^\w+: (?:Config\.)?([A-Z]\w*):? (.+)$`)
+
+// credentialFields are the provider Config fields a section gives as a
+// file, by the section's setting.
+var credentialFields = map[string]string{"Key": "keyFile", "ServiceAccountJSON": "serviceAccountFile"}
+
+// fieldError names the setting of sec that the provider's error err names
+// by its Go field, with the problem in the provider's words.
+func fieldError(sec Section, err error) (*SettingError, bool) {
+	m := providerField.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil, false
+	}
+	if name, ok := credentialFields[m[1]]; ok {
+		return &SettingError{Setting: name, Problem: m[2]}, true
+	}
+	typ := reflect.TypeOf(sec)
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	f, ok := typ.FieldByName(m[1])
+	if !ok {
+		return nil, false
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return nil, false
+	}
+	return &SettingError{Setting: name, Problem: m[2]}, true
 }
 
 // LogAttrs are the configured sections for a log line, one group per

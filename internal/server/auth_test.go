@@ -14,7 +14,7 @@ import (
 )
 
 // openRoutes are the routes that ask for no key (docs/api.md, docs/security.md).
-var openRoutes = []string{"GET /healthz", "GET /readyz", "GET /openapi.json", "GET /metrics"}
+var openRoutes = []string{"GET /", "GET /healthz", "GET /readyz", "GET /openapi.json", "GET /metrics"}
 
 // TestEveryRouteRefusesWhoMayNotUseIt walks the server's own route table, so
 // a route added without a scope, or without a test request here, fails. Each

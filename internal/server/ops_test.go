@@ -112,7 +112,7 @@ func TestOpenAPIDocumentIsServed(t *testing.T) {
 
 func TestUnknownRoutesAndMethods(t *testing.T) {
 	each(t, envOptions{}, func(t *testing.T, e *env) {
-		for _, path := range []string{"/v1/nope", "/v1", "/", "/v2/notifications", "/v1/notifications/1/deliveries/2", "/v1/devices/x"} {
+		for _, path := range []string{"/v1/nope", "/v1", "/v2/notifications", "/v1/notifications/1/deliveries/2", "/v1/devices/x"} {
 			e.do("GET", path, e.admin, nil).wantProblem(t, http.StatusNotFound, "not_found", "")
 		}
 		for _, tc := range []struct{ method, path, allow string }{

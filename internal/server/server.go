@@ -310,6 +310,7 @@ func (s *Server[TTx]) table() []route {
 		{method: "POST", path: "/v1/campaigns/{id}/cancel", scope: apikey.ScopeCampaigns, h: s.cancelCampaign},
 		{method: "POST", path: "/v1/campaigns/{id}/resume", scope: apikey.ScopeCampaigns, h: s.resumeCampaign},
 
+		{method: "GET", path: "/", h: s.home},
 		{method: "GET", path: "/healthz", h: s.healthz},
 		{method: "GET", path: "/readyz", h: s.readyz},
 		{method: "GET", path: "/openapi.json", h: func(w http.ResponseWriter, r *http.Request) error {
@@ -328,7 +329,7 @@ func (s *Server[TTx]) routes() {
 	s.served = s.table()
 	allow := map[string][]string{}
 	for _, rt := range s.served {
-		pattern := rt.method + " " + rt.path
+		pattern := rt.method + " " + muxPath(rt.path)
 		if rt.raw != nil {
 			s.mux.Handle(pattern, rt.raw)
 		} else {
@@ -340,7 +341,7 @@ func (s *Server[TTx]) routes() {
 	for path, methods := range allow {
 		slices.Sort(methods)
 		allowed := strings.Join(methods, ", ")
-		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.mux.HandleFunc(muxPath(path), func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allowed)
 			writeProblem(w, r, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
 				fmt.Sprintf("%s is not served here; allowed: %s", r.Method, allowed)))
@@ -354,6 +355,15 @@ func (s *Server[TTx]) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, CodeNotFound, "no API resource at "+r.URL.Path))
 	})
+}
+
+// muxPath is a route's path as an http.ServeMux pattern: "/" is the root
+// alone ("/{$}"), not every path.
+func muxPath(path string) string {
+	if path == "/" {
+		return "/{$}"
+	}
+	return path
 }
 
 // handle registers an API route: authentication (when scope is set), panics

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/oncepush/oncepush/driver/serverstore"
 	"github.com/oncepush/oncepush/driver/sqlite"
 	"github.com/oncepush/oncepush/internal/config"
+	"github.com/oncepush/oncepush/internal/nearest"
 	"github.com/oncepush/oncepush/internal/server"
 )
 
@@ -84,9 +87,11 @@ type ServerOptions struct {
 }
 
 // Open opens the database the settings name: a postgres:// or postgresql://
-// URL, or else a SQLite file path (an optional "sqlite:" prefix is dropped).
-// Nothing is written; migrating is the caller's choice (Migrate). Errors name
-// the database setting where it was given (--database, ONCEPUSH_DATABASE_URL
+// URL, or else a SQLite file, by its path or a file: or sqlite: URL
+// (sqliteFile). A URL of any other scheme is refused, naming the ones
+// taken: "postgress://…" is a typing slip, not a file to create. Nothing is
+// written; migrating is the caller's choice (Migrate). Errors name the
+// database setting where it was given (--database, ONCEPUSH_DATABASE_URL
 // or the file's database), say whether the database is missing, the login
 // refused or the server not reached, and never hold a password.
 func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
@@ -103,11 +108,76 @@ func Open(ctx context.Context, st *config.Settings) (*Storage, error) {
 		// password, and the error would repeat it.
 		return nil, databaseErr(st, "is a PostgreSQL key=value connection string; give a postgres:// URL (anything else is a SQLite file path)")
 	}
-	drv, err := sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"), nil)
+	path, problem := sqliteFile(dsn)
+	if problem != "" {
+		return nil, databaseErr(st, problem)
+	}
+	drv, err := sqlite.Open(ctx, path, nil)
 	if err != nil {
 		return nil, databaseErr(st, err.Error())
 	}
 	return on(drv, func() { _ = drv.Close() }), nil
+}
+
+// Schemes are the database URL schemes Open takes, in the order errors
+// list them.
+var Schemes = []string{"postgres", "postgresql", "sqlite", "file"}
+
+// urlScheme is the scheme a database URL starts with. One letter is no
+// scheme: C:\data\oncepush.db is a path.
+var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]+):`)
+
+// sqliteFile is the SQLite file dsn names, or the problem with it. A path
+// is taken as written; "sqlite:" and "file:" name a path after them, as
+// file URLs do ("file:oncepush.db", "file:///var/lib/oncepush.db"), without
+// a query (oncepush sets SQLite's options itself). Another scheme followed
+// by "//" is a URL of a database Open does not know, or a slip.
+func sqliteFile(dsn string) (path, problem string) {
+	m := urlScheme.FindStringSubmatch(dsn)
+	if m == nil {
+		return dsn, ""
+	}
+	switch scheme, rest := m[1], dsn[len(m[0]):]; scheme {
+	case "sqlite", "file":
+		if !strings.HasPrefix(rest, "//") && !strings.ContainsAny(rest, "?#%") {
+			return rest, "" // sqlite:oncepush.db, file:/var/lib/oncepush.db
+		}
+		u, err := url.Parse(dsn)
+		switch {
+		case err != nil:
+			return "", fmt.Sprintf("%q is not a %s: URL: %v", dsn, scheme, err)
+		case u.Host != "" && u.Host != "localhost":
+			return "", fmt.Sprintf("%q names host %q: a SQLite file is on this host (%s:///path/to/oncepush.db)", dsn, u.Host, scheme)
+		case u.RawQuery != "" || u.Fragment != "":
+			return "", fmt.Sprintf("%q has a query or a fragment; oncepush sets SQLite's options itself: give the file alone", dsn)
+		case u.Opaque != "":
+			p, err := url.PathUnescape(u.Opaque)
+			if err != nil {
+				return "", fmt.Sprintf("%q is not a %s: URL: %v", dsn, scheme, err)
+			}
+			return p, ""
+		}
+		return u.Path, ""
+	default:
+		if !strings.HasPrefix(rest, "//") {
+			return dsn, "" // a file name with a colon in it
+		}
+		problem := fmt.Sprintf("unknown scheme %q in %q: the database is a URL of scheme %s, or a SQLite file path",
+			scheme, redactUserinfo(dsn), strings.Join(Schemes, ", "))
+		if near, ok := nearest.Name(scheme, Schemes); ok {
+			problem += fmt.Sprintf(" (did you mean %s://?)", near)
+		}
+		return "", problem
+	}
+}
+
+// redactUserinfo is dsn without the password of its user information, for
+// an error: a URL of a scheme nobody parsed may still hold one.
+func redactUserinfo(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 // OpenMigrated opens the database as Open does and applies both schemas'

@@ -123,3 +123,67 @@ func TestMultiHostURLReachesTheWritableHost(t *testing.T) {
 		t.Errorf("no host reachable: %v, want an error naming %s", err, gone)
 	}
 }
+
+// TestDatabaseSchemes: a URL of a scheme Open does not take is refused as
+// such, naming the schemes it takes (and the one meant, for a slip), never
+// opened as a SQLite file named "postgress:"; paths and file: and sqlite:
+// URLs open the file they name.
+func TestDatabaseSchemes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const pw = "CANARY-db-password-91f0"
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgress://push:" + pw + "@127.0.0.1/db", `unknown scheme "postgress"`},
+		{"postgress://push:" + pw + "@127.0.0.1/db", `postgres, postgresql, sqlite, file, or a SQLite file path (did you mean postgres://?)`},
+		{"Postgres://127.0.0.1/db", `(did you mean postgres://?)`},
+		{"sqlite3://" + dir + "/a.db", `(did you mean sqlite://?)`},
+		{"mysql://push@127.0.0.1/db", `unknown scheme "mysql"`},
+		{"file://db.example.com/var/oncepush.db", `names host "db.example.com"`},
+		{"file:" + dir + "/a.db?mode=ro", "oncepush sets SQLite's options itself"},
+	} {
+		st := &config.Settings{File: config.File{Database: tc.dsn}}
+		db, err := Open(t.Context(), st)
+		if err == nil {
+			db.Close()
+			t.Errorf("%q opened", tc.dsn)
+			continue
+		}
+		var se *config.Error
+		if !errors.As(err, &se) || se.Setting != "--database" || !strings.Contains(se.Problem, tc.want) || strings.Contains(err.Error(), pw) {
+			t.Errorf("%q: %v; want a --database error saying %q, without the password", tc.dsn, err, tc.want)
+		}
+	}
+	if entries, _ := filepath.Glob("*"); len(entries) > 0 {
+		for _, e := range entries {
+			if strings.Contains(e, ":") {
+				t.Errorf("a file was created for a URL: %s", e)
+				_ = os.RemoveAll(e)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files were created for refused URLs: %v", entries)
+	}
+
+	for _, tc := range []struct{ dsn, file string }{
+		{dir + "/plain.db", "plain.db"},
+		{"sqlite:" + dir + "/prefixed.db", "prefixed.db"},
+		{"sqlite://" + dir + "/sqlite-url.db", "sqlite-url.db"},
+		{"file:" + dir + "/file-opaque.db", "file-opaque.db"},
+		{"file://" + dir + "/file-url.db", "file-url.db"},
+		{"file://localhost" + dir + "/file-localhost.db", "file-localhost.db"},
+		{"file://" + dir + "/with%20space.db", "with space.db"},
+		{dir + "/with:colon.db", "with:colon.db"},
+	} {
+		st := &config.Settings{File: config.File{Database: tc.dsn}}
+		db, err := Open(t.Context(), st)
+		if err != nil {
+			t.Errorf("%q: %v", tc.dsn, err)
+			continue
+		}
+		db.Close()
+		if _, err := os.Stat(filepath.Join(dir, tc.file)); err != nil {
+			t.Errorf("%q: %v", tc.dsn, err)
+		}
+	}
+}

@@ -32,6 +32,11 @@ type ShapeError struct {
 	Path   string
 	Fault  Fault
 	Reason string
+	// Name is, for an Unknown member, its name as written; Known are the
+	// names its object does take, in order: what a "did you mean" picks
+	// from.
+	Name  string
+	Known []string
 }
 
 func (e *ShapeError) Error() string {
@@ -39,6 +44,28 @@ func (e *ShapeError) Error() string {
 		return e.Reason
 	}
 	return e.Path + ": " + e.Reason
+}
+
+// ShapeErrors are every fault CheckAll found, in the document's order. A
+// type's UnmarshalJSON that checks its own members may return them too, so
+// that each is named by its path.
+type ShapeErrors []*ShapeError
+
+func (es ShapeErrors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find the first fault.
+func (es ShapeErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
 }
 
 // Check checks a parsed document against the Go type t it is to be decoded
@@ -50,7 +77,21 @@ func (e *ShapeError) Error() string {
 // handed its value, so that its refusal is named by the value's path too;
 // an interface takes any value. The first fault found is returned.
 func Check(v *Value, t reflect.Type) error {
-	return check(v, t, "", false)
+	c := &checker{}
+	c.check(v, t, "", false)
+	if len(c.faults) > 0 {
+		return c.faults[0]
+	}
+	return nil
+}
+
+// CheckAll checks as Check does, and returns every fault it finds (nil for
+// none): a person fixing a file fixes them all at once. A value of the
+// wrong kind is one fault; what it holds is not looked into.
+func CheckAll(v *Value, t reflect.Type) ShapeErrors {
+	c := &checker{all: true}
+	c.check(v, t, "", false)
+	return c.faults
 }
 
 var (
@@ -58,22 +99,35 @@ var (
 	numberType      = reflect.TypeFor[json.Number]()
 )
 
-func check(v *Value, t reflect.Type, path string, nullable bool) error {
+// checker collects faults: the first only, or all of them.
+type checker struct {
+	all    bool
+	faults ShapeErrors
+}
+
+// fault records e and reports whether checking stops.
+func (c *checker) fault(e *ShapeError) (stop bool) {
+	c.faults = append(c.faults, e)
+	return !c.all
+}
+
+// check checks v at path and reports whether checking stops.
+func (c *checker) check(v *Value, t reflect.Type, path string, nullable bool) (stop bool) {
 	want, free := kindOf(t)
 	if v.Kind == Null {
 		switch {
 		case nullable || t.Kind() == reflect.Interface:
-			return nil // an interface (data): null is a value like any other
+			return false // an interface (data): null is a value like any other
 		case free:
-			return &ShapeError{Path: path, Fault: Invalid, Reason: "must not be null"}
+			return c.fault(&ShapeError{Path: path, Fault: Invalid, Reason: "must not be null"})
 		}
-		return &ShapeError{Path: path, Fault: Invalid, Reason: fmt.Sprintf("must be %s, not null", want)}
+		return c.fault(&ShapeError{Path: path, Fault: Invalid, Reason: fmt.Sprintf("must be %s, not null", want)})
 	}
 	if free {
-		return unmarshals(v, t, path)
+		return c.unmarshals(v, t, path)
 	}
 	if v.Kind != want {
-		return &ShapeError{Path: path, Fault: Invalid, Reason: fmt.Sprintf("must be %s, not %s", want, v.Kind)}
+		return c.fault(&ShapeError{Path: path, Fault: Invalid, Reason: fmt.Sprintf("must be %s, not %s", want, v.Kind)})
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -81,18 +135,18 @@ func check(v *Value, t reflect.Type, path string, nullable bool) error {
 	switch {
 	case want == Number && t != numberType && t.Kind() != reflect.Float32 && t.Kind() != reflect.Float64:
 		if _, err := strconv.ParseInt(v.Text, 10, 64); err != nil {
-			return &ShapeError{Path: path, Fault: Invalid, Reason: "must be a whole number"}
+			return c.fault(&ShapeError{Path: path, Fault: Invalid, Reason: "must be a whole number"})
 		}
 	case want == Array:
 		for i, e := range v.Elems {
-			if err := check(e, t.Elem(), Index(path, i), false); err != nil {
-				return err
+			if c.check(e, t.Elem(), Index(path, i), false) {
+				return true
 			}
 		}
 	case want == Object && t.Kind() == reflect.Map:
 		for _, m := range v.Members {
-			if err := check(m.Value, t.Elem(), Join(path, m.Name), false); err != nil {
-				return err
+			if c.check(m.Value, t.Elem(), Join(path, m.Name), false) {
+				return true
 			}
 		}
 	case want == Object:
@@ -102,40 +156,56 @@ func check(v *Value, t reflect.Type, path string, nullable bool) error {
 			child := Join(path, m.Name)
 			i, ok := fields.index[m.Name]
 			if !ok {
-				return &ShapeError{Path: child, Fault: Unknown, Reason: "is not known (names are case-sensitive)"}
+				if c.fault(&ShapeError{Path: child, Fault: Unknown, Reason: "is not known (names are case-sensitive)", Name: m.Name, Known: fields.names()}) {
+					return true
+				}
+				continue
 			}
 			seen[m.Name] = true
 			f := fields.list[i]
-			if err := check(m.Value, f.Type, child, f.Nullable); err != nil {
-				return err
+			if c.check(m.Value, f.Type, child, f.Nullable) {
+				return true
 			}
 		}
 		for _, f := range fields.list {
 			if f.Required && !seen[f.Name] {
-				return &ShapeError{Path: Join(path, f.Name), Fault: Missing, Reason: "is required"}
+				if c.fault(&ShapeError{Path: Join(path, f.Name), Fault: Missing, Reason: "is required"}) {
+					return true
+				}
 			}
 		}
 	}
-	return nil
+	return false
 }
 
 // unmarshals hands v to a new t's UnmarshalJSON, if it has one.
-func unmarshals(v *Value, t reflect.Type, path string) error {
+func (c *checker) unmarshals(v *Value, t reflect.Type, path string) (stop bool) {
 	p := reflect.New(t)
 	u, ok := p.Interface().(json.Unmarshaler)
 	if !ok {
-		return nil // an interface
+		return false // an interface
 	}
-	if err := u.UnmarshalJSON(v.AppendJSON(nil)); err != nil {
-		// A type that checks its own members names the one at fault
-		// relative to itself.
-		var inner *ShapeError
-		if errors.As(err, &inner) {
-			return &ShapeError{Path: Under(path, inner.Path), Fault: inner.Fault, Reason: inner.Reason}
+	err := u.UnmarshalJSON(v.AppendJSON(nil))
+	if err == nil {
+		return false
+	}
+	// A type that checks its own members names the ones at fault relative
+	// to itself.
+	var inner ShapeErrors
+	var one *ShapeError
+	switch {
+	case errors.As(err, &inner):
+	case errors.As(err, &one):
+		inner = ShapeErrors{one}
+	default:
+		return c.fault(&ShapeError{Path: path, Fault: Invalid, Reason: err.Error()})
+	}
+	for _, e := range inner {
+		if c.fault(&ShapeError{Path: Under(path, e.Path), Fault: e.Fault, Reason: e.Reason, Name: e.Name, Known: e.Known}) {
+			return true
 		}
-		return &ShapeError{Path: path, Fault: Invalid, Reason: err.Error()}
 	}
-	return nil
+	return false
 }
 
 // kindOf is the JSON kind a Go type decodes from; free is true for a type
@@ -182,6 +252,15 @@ type structFields struct {
 }
 
 var fieldCache sync.Map // reflect.Type → *structFields
+
+// names are the fields' names, in order.
+func (f *structFields) names() []string {
+	out := make([]string, len(f.list))
+	for i, fl := range f.list {
+		out[i] = fl.Name
+	}
+	return out
+}
 
 // Fields lists the fields of struct type t that Check reads, in order.
 func Fields(t reflect.Type) []Field { return fieldsOf(t).list }

@@ -2,6 +2,9 @@
 // of the test suite's own (oncepush_test), created on first use. Tests never
 // touch data they did not create; a test's schema is dropped when it ends.
 //
+// A server that has no connection left (SQLSTATE 53300) fails the test
+// saying so and what to do.
+//
 // ONCEPUSH_TEST_DATABASE_URL overrides the server to use (default
 // postgres://postgres@127.0.0.1:5432/postgres), ONCEPUSH_TEST_DATABASE the
 // database's name (default oncepush_test; a long benchmark run in a database
@@ -67,7 +70,7 @@ func ensureDatabase() (string, error) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+		return "", fmt.Errorf("connect to %s: %w%s", u.Redacted(), err, tooManyClients(err))
 	}
 	defer conn.Close(ctx)
 	name := DatabaseName
@@ -95,7 +98,7 @@ func Schema(t testing.TB) string {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Fatalf("connect: %v", err)
+		t.Fatalf("connect: %v%s", err, tooManyClients(err))
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
@@ -119,6 +122,24 @@ func Schema(t testing.TB) string {
 	qv.Set("search_path", schema)
 	u.RawQuery = qv.Encode()
 	return u.String()
+}
+
+// sqlstateTooManyClients is too_many_connections: the server is at its
+// max_connections.
+const sqlstateTooManyClients = "53300"
+
+// tooManyClients says, for an error of a server out of connections, why
+// and what to do: the suite's packages run at once, each with pools of its
+// own (README, "Tests"). Empty for any other error.
+func tooManyClients(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != sqlstateTooManyClients {
+		return ""
+	}
+	return "\nThe PostgreSQL server has no connection left for the tests (SQLSTATE 53300, too many clients): " +
+		"the suite runs test packages at once (go test -p, default the number of CPUs), each with pools of its own, " +
+		"beside whatever else uses the server. Raise its max_connections (ALTER SYSTEM SET max_connections = 200; then restart it), " +
+		"run fewer packages at once (GOFLAGS=-p=2 ./scripts/test, or go test -p 1 ./...), or point ONCEPUSH_TEST_DATABASE_URL at a server of its own (README, \"Tests\")."
 }
 
 // Pool opens a pool on the connection string with at most maxConns
