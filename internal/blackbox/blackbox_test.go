@@ -219,7 +219,7 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 func testFakeProvidersCertName(t *testing.T, bin string) {
 	p := start(t, bin, "fake-providers", "--listen", "127.0.0.1:0", "--cert-name", "fcm.googleapis.com", "--connect-listen", "127.0.0.1:0")
 	f := readFake(t, p, "")
-	p.waitFor(p.stderr, "the CONNECT proxy's address", func(s string) (string, bool) {
+	p.waitFor(p.Stderr, "the CONNECT proxy's address", func(s string) (string, bool) {
 		return s, strings.Contains(s, "CONNECT proxy: http://127.0.0.1:")
 	})
 	b, err := os.ReadFile(sectionFCM(f.config.Providers).CAFile)
@@ -332,12 +332,12 @@ func testEveryKeyRevoked(t *testing.T, bin string) {
 		}
 		s := startServe(t, bin, db, cfg, false)
 		// The warning comes before the line startServe waits for.
-		out := s.proc.stderr.String()
+		out := s.proc.Stderr.String()
 		if got := strings.Contains(out, warning) && strings.Contains(out, "oncepush keys create --name"); got != revoked {
 			t.Errorf("every key revoked %v: warned %v:\n%s", revoked, got, out)
 		}
-		if keyPattern.MatchString(s.proc.stdout.String()) {
-			t.Errorf("serve created a key on a database that had one:\n%s", s.proc.stdout.String())
+		if keyPattern.MatchString(s.proc.Stdout.String()) {
+			t.Errorf("serve created a key on a database that had one:\n%s", s.proc.Stdout.String())
 		}
 		s.proc.signal(syscall.SIGTERM)
 		if code := s.proc.exitCode(10 * time.Second); code != 0 {
@@ -703,14 +703,14 @@ func testSplitProcesses(t *testing.T, bin string, db database) {
 	if reqs := f.requests(""); len(reqs) != n+1 {
 		t.Errorf("the fake received %d requests, want %d", len(reqs), n+1)
 	}
-	if strings.Contains(w.stdout.String(), "opk_") {
-		t.Errorf("work printed an API key: %s", w.stdout.String())
+	if strings.Contains(w.Stdout.String(), "opk_") {
+		t.Errorf("work printed an API key: %s", w.Stdout.String())
 	}
 
 	for _, p := range []*proc{w, api.proc} {
 		p.signal(syscall.SIGTERM)
 		if code := p.exitCode(15 * time.Second); code != 0 {
-			t.Errorf("%s exited %d on SIGTERM, want 0", p.name, code)
+			t.Errorf("%s exited %d on SIGTERM, want 0", p.Name, code)
 		}
 	}
 }

@@ -264,7 +264,7 @@ func testCampaignTwoStarters(t *testing.T, bin string, db database) {
 	for _, s := range []*apiServer{a, b} {
 		s.proc.signal(syscall.SIGTERM)
 		if code := s.proc.exitCode(15 * time.Second); code != 0 {
-			t.Errorf("%s exited %d on SIGTERM, want 0", s.proc.name, code)
+			t.Errorf("%s exited %d on SIGTERM, want 0", s.proc.Name, code)
 		}
 	}
 }
@@ -318,13 +318,13 @@ func testCampaignExpanderKilled(t *testing.T, bin string) {
 	doomed := startEnv(t, bin, []string{"ONCEPUSH_FAILPOINT=" + failpoint.CampaignBatch, fmt.Sprintf("ONCEPUSH_FAILPOINT_AFTER=%d", committed)},
 		"work", "--database", dbURL, "--config", hole.serverConfig(t, engine), "--log-format", "json")
 	select {
-	case <-doomed.done:
+	case <-doomed.Done():
 	case <-time.After(runTimeout):
 		t.Fatalf("the worker never reached the failpoint %s after %d batches", failpoint.CampaignBatch, committed)
 	}
 	var ee *exec.ExitError
-	if !errors.As(doomed.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.err)
+	if !errors.As(doomed.Err(), &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.Err())
 	}
 
 	down := api.campaign(id)

@@ -117,13 +117,13 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 		f.latency(oncepush.TransportAPNs, 0)
 	}
 	select {
-	case <-doomed.done:
+	case <-doomed.Done():
 	case <-time.After(runTimeout):
 		t.Fatalf("the worker never reached the failpoint %s", step)
 	}
 	var ee *exec.ExitError
-	if !errors.As(doomed.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.err)
+	if !errors.As(doomed.Err(), &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the worker ended with %v, want killed by its failpoint", doomed.Err())
 	}
 
 	// The dead worker's leases end now rather than in minutes: the rows are
@@ -131,7 +131,7 @@ func testCrashAt(t *testing.T, bin string, f *fake, db database, step string, po
 	// which is what recovery reads.
 	expireLeases(t, db, dbURL)
 	rescuer := start(t, bin, "work", "--database", dbURL, "--config", cfg, "--log-format", "json")
-	rescuer.waitFor(rescuer.stderr, "that it is working", func(s string) (string, bool) {
+	rescuer.waitFor(rescuer.Stderr, "that it is working", func(s string) (string, bool) {
 		return "", strings.Contains(s, `"msg":"oncepush working"`)
 	})
 	var ds []delivery

@@ -57,7 +57,7 @@ func startFake(t *testing.T, bin string) *fake {
 
 func readFake(t *testing.T, p *proc, dir string) *fake {
 	t.Helper()
-	raw := p.waitFor(p.stdout, "its configuration", func(s string) (string, bool) {
+	raw := p.waitFor(p.Stdout, "its configuration", func(s string) (string, bool) {
 		s = strings.TrimSpace(s)
 		return s, s != "" && json.Valid([]byte(s))
 	})
@@ -202,7 +202,7 @@ func startServe(t *testing.T, bin, db, cfg string, firstStart bool, args ...stri
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--database", db, "--config", cfg, "--log-format", "json"}, args...)
 	p := start(t, bin, args...)
-	addr := p.waitFor(p.stderr, "the address it serves on", func(s string) (string, bool) {
+	addr := p.waitFor(p.Stderr, "the address it serves on", func(s string) (string, bool) {
 		for _, line := range strings.Split(s, "\n") {
 			var l struct{ Listen string }
 			if json.Unmarshal([]byte(line), &l) == nil && l.Listen != "" {
@@ -213,7 +213,7 @@ func startServe(t *testing.T, bin, db, cfg string, firstStart bool, args ...stri
 	})
 	s := &apiServer{t: t, url: "http://" + addr, proc: p}
 	if firstStart {
-		s.key = p.waitFor(p.stdout, "the first API key", func(s string) (string, bool) {
+		s.key = p.waitFor(p.Stdout, "the first API key", func(s string) (string, bool) {
 			k := keyPattern.FindString(s)
 			return k, k != ""
 		})
@@ -229,7 +229,7 @@ func startServeWithMetrics(t *testing.T, bin string) (*apiServer, string) {
 	cfg := filepath.Join(t.TempDir(), "oncepush.json")
 	writeJSON(t, cfg, config.File{})
 	api := startServe(t, bin, filepath.Join(t.TempDir(), "oncepush.db"), cfg, true, "--metrics-listen", "127.0.0.1:0")
-	addr := api.proc.waitFor(api.proc.stderr, "the metrics address", func(s string) (string, bool) {
+	addr := api.proc.waitFor(api.proc.Stderr, "the metrics address", func(s string) (string, bool) {
 		for _, line := range strings.Split(s, "\n") {
 			var l struct {
 				MetricsListen string `json:"metrics_listen"`

@@ -40,7 +40,7 @@ func testLogs(t *testing.T, bin string, db database) {
 		APNs                                           map[string]int `json:"apns"`
 	}
 	found := map[string]bool{}
-	s.proc.waitFor(s.proc.stderr, "the delivery's log lines", func(out string) (string, bool) {
+	s.proc.waitFor(s.proc.Stderr, "the delivery's log lines", func(out string) (string, bool) {
 		for _, raw := range strings.Split(out, "\n") {
 			var l line
 			if json.Unmarshal([]byte(raw), &l) != nil {
@@ -61,7 +61,7 @@ func testLogs(t *testing.T, bin string, db database) {
 		}
 		return "", len(found) == 4
 	})
-	out := s.proc.stderr.String()
+	out := s.proc.Stderr.String()
 	for what, secret := range map[string]string{"the API key": s.key, "the FCM token": fcmTok, "the APNs token": apnsTok} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log holds %s", what)

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +14,8 @@ import (
 	// The binary is built from these sources: importing them makes go test's
 	// cache see a change to any of them, which it would not through 'go build'.
 	_ "github.com/oncepush/oncepush/internal/cli"
+
+	"github.com/oncepush/oncepush/internal/child"
 )
 
 // Timeouts of the harness.
@@ -52,45 +52,11 @@ func buildWith(t *testing.T, flags ...string) string {
 	return bin
 }
 
-// output is a process's stdout or stderr, readable while it grows.
-type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced at every write
-}
-
-func newOutput() *output { return &output{changed: make(chan struct{})} }
-
-func (o *output) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.buf.Write(b)
-	close(o.changed)
-	o.changed = make(chan struct{})
-	return len(b), nil
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-func (o *output) snapshot() (string, <-chan struct{}) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String(), o.changed
-}
-
 // proc is a child process of the test. It is killed when the test ends, if
 // it has not ended by then.
 type proc struct {
-	t              *testing.T
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr *output
-	done           chan struct{} // closed when the process has exited
-	err            error         // Wait's result, once done
+	*child.Process
+	t *testing.T
 }
 
 // start runs bin with args. The process is killed (and waited for) in
@@ -104,99 +70,59 @@ func start(t *testing.T, bin string, args ...string) *proc {
 // startEnv is start with extra environment variables (KEY=value).
 func startEnv(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: "oncepush " + args[0], stdout: newOutput(), stderr: newOutput(), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.Env = childEnv(env)
-	dieWithTest(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = child.Env(env...)
+	cp, err := child.Start("oncepush "+args[0], cmd, child.NewOutput(nil, 0), child.NewOutput(nil, 0), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
+	p := &proc{Process: cp, t: t}
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
+		if err := p.Kill(); err != nil {
+			t.Errorf("%v", err)
 		}
-		stderr := p.stderr.String()
+		stderr := p.Stderr.String()
 		if strings.Contains(stderr, "WARNING: DATA RACE") {
-			t.Errorf("%s reported a data race:\n%s", p.name, stderr)
+			t.Errorf("%s reported a data race:\n%s", p.Name, stderr)
 		} else if t.Failed() {
-			t.Logf("%s (pid %d) stderr:\n%s", p.name, p.cmd.Process.Pid, tail(stderr, 6000))
+			t.Logf("%s stderr:\n%s", p, child.Tail(stderr, 6000))
 		}
 	})
 	return p
-}
-
-// exited reports whether the process has ended.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // exitCode waits up to d for the process to end and returns its exit code
 // (-1 if a signal ended it); it fails the test if the process is still running.
 func (p *proc) exitCode(d time.Duration) int {
 	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		p.t.Fatalf("%s still running after %s", p.name, d)
+	if err := p.Wait(d); err != nil {
+		p.t.Fatal(err)
 	}
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-		return 0
-	case errors.As(p.err, &ee):
-		return ee.ExitCode()
-	default:
-		p.t.Fatalf("%s: %v", p.name, p.err)
-		return -1
+	code, ok := p.ExitCode()
+	if !ok {
+		p.t.Fatalf("%s: %v", p.Name, p.Err())
 	}
+	return code
 }
 
 // signal sends sig to the process.
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %s: %v", p.name, err)
+	if err := p.Signal(sig); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
 // waitFor waits until match accepts what the process wrote to out, and
 // returns what match extracted. The test fails if the process ends first or
 // the time runs out.
-func (p *proc) waitFor(out *output, what string, match func(string) (string, bool)) string {
+func (p *proc) waitFor(out *child.Output, what string, match func(string) (string, bool)) string {
 	p.t.Helper()
-	timeout := time.After(startTimeout)
-	for {
-		s, changed := out.snapshot()
-		if v, ok := match(s); ok {
-			return v
-		}
-		select {
-		case <-changed:
-		case <-p.done:
-			s := out.String()
-			if v, ok := match(s); ok {
-				return v
-			}
-			p.t.Fatalf("%s exited (%v) before printing %s\nstdout:\n%s\nstderr:\n%s", p.name, p.err, what,
-				tail(p.stdout.String(), 3000), tail(p.stderr.String(), 3000))
-		case <-timeout:
-			p.t.Fatalf("%s printed no %s in %s\nstdout:\n%s\nstderr:\n%s", p.name, what, startTimeout,
-				tail(p.stdout.String(), 3000), tail(p.stderr.String(), 3000))
-		}
+	v, err := p.WaitFor(context.Background(), out, what, startTimeout, match)
+	if err != nil {
+		p.t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, child.Tail(p.Stdout.String(), 3000), child.Tail(p.Stderr.String(), 3000))
 	}
+	return v
 }
 
 // result is what a one-shot command did.
@@ -219,8 +145,8 @@ func runEnv(t *testing.T, bin string, env []string, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = childEnv(env)
-	dieWithTest(cmd)
+	cmd.Env = child.Env(env...)
+	child.DieWithParent(cmd)
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
 	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
@@ -245,24 +171,4 @@ func runOK(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("oncepush %s: exit code %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
 	return r.stdout
-}
-
-// childEnv is the test's environment without the ONCEPUSH_ variables a
-// developer's shell may hold (a child must read only what the test gives it),
-// plus extra.
-func childEnv(extra []string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ONCEPUSH_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncepush/oncepush/internal/child"
 )
 
 // testREADMEWalkthrough runs the README's walk-through with the fake
@@ -44,7 +46,7 @@ func testREADMEWalkthrough(t *testing.T, bin string) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the walk-through failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.String(), 4000))
+		t.Fatalf("the walk-through failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), child.Tail(stderr.String(), 4000))
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var history struct {

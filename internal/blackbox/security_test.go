@@ -200,7 +200,7 @@ func testCanaries(t *testing.T, bin string, db database) {
 	s.waitFinal("u_canary_echo", 1)
 	f.waitRequests(len(devices))
 	eventually(t, "the refused credentials in the log", func() bool {
-		return strings.Contains(s.proc.stderr.String(), "rustore: the service token was refused")
+		return strings.Contains(s.proc.Stderr.String(), "rustore: the service token was refused")
 	})
 
 	// Everything the API answers about them.
@@ -277,14 +277,14 @@ func testCanaries(t *testing.T, bin string, db database) {
 	if code := s.proc.exitCode(20 * time.Second); code != 0 {
 		t.Errorf("serve exited %d on SIGTERM, want 0", code)
 	}
-	stderr := s.proc.stderr.String()
+	stderr := s.proc.Stderr.String()
 	if !strings.Contains(stderr, `"level":"DEBUG"`) {
 		t.Errorf("no debug line in the log: was --log-level debug taken?")
 	}
 	c.check("serve's log (stderr)", stderr)
 	checkEscapes(t, "serve's log", stderr)
 	// stdout holds the first key's message, and nothing else of a secret.
-	c.check("serve's stdout without the first key's message", strings.ReplaceAll(s.proc.stdout.String(), s.key, ""))
+	c.check("serve's stdout without the first key's message", strings.ReplaceAll(s.proc.Stdout.String(), s.key, ""))
 }
 
 // testConfigCanaries: serve refusing a configuration whose credentials are

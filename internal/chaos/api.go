@@ -58,7 +58,7 @@ func startAPI(ctx context.Context, ps *procs, bin, database, cfg string) (*api, 
 	}
 	a.url = "http://" + addr
 	a.args = append(a.args, "--listen", addr)
-	if a.key, err = p.waitFor(ctx, p.stdout, "the first API key", 30*time.Second, func(s string) (string, bool) {
+	if a.key, err = p.waitFor(ctx, p.Stdout, "the first API key", 30*time.Second, func(s string) (string, bool) {
 		k := keyPattern.FindString(s)
 		return k, k != ""
 	}); err != nil {
@@ -69,7 +69,7 @@ func startAPI(ctx context.Context, ps *procs, bin, database, cfg string) (*api, 
 
 // waitListening reads the address a serving process logged.
 func waitListening(ctx context.Context, p *proc) (string, error) {
-	return p.waitFor(ctx, p.stderr, "the address it serves on", 60*time.Second, func(s string) (string, bool) {
+	return p.waitFor(ctx, p.Stderr, "the address it serves on", 60*time.Second, func(s string) (string, bool) {
 		for _, line := range strings.Split(s, "\n") {
 			var l struct{ Msg, Listen string }
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "oncepush serving" && l.Listen != "" {
@@ -93,7 +93,7 @@ func (a *api) restart(ctx context.Context) error {
 		}
 		if _, err := waitListening(ctx, p); err != nil {
 			last = err
-			_ = p.kill()
+			_ = p.Kill()
 			if err := sleep(ctx, 250*time.Millisecond); err != nil {
 				return err
 			}

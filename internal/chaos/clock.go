@@ -78,7 +78,7 @@ func (c *clocks) env() []string { return []string{"ONCEPUSH_CLOCK_DIR=" + c.dir}
 
 // set gives the process offset d and waits until it has read it.
 func (c *clocks) set(ctx context.Context, p *proc, d time.Duration) error {
-	pid := p.pid()
+	pid := p.Pid()
 	path := filepath.Join(c.dir, strconv.Itoa(pid))
 	c.mu.Lock()
 	if _, ok := c.reads[pid]; !ok {
@@ -93,7 +93,7 @@ func (c *clocks) set(ctx context.Context, p *proc, d time.Duration) error {
 		return err
 	}
 	start := time.Now()
-	if err := p.signal(syscall.SIGUSR1); err != nil {
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
 		return err
 	}
 	// Awaited: the process's acknowledgement of this read (a file it
@@ -103,7 +103,7 @@ func (c *clocks) set(ctx context.Context, p *proc, d time.Duration) error {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= want {
 			break
 		}
-		if p.exited() {
+		if p.Exited() {
 			return fmt.Errorf("%s exited before it read its clock offset; its log: %s", p, p.logPath)
 		}
 		if time.Since(start) > clockAckWait {
@@ -128,10 +128,10 @@ func (c *clocks) step(ctx context.Context, p *proc, d time.Duration) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if d < c.offsets[p.pid()] {
+	if d < c.offsets[p.Pid()] {
 		c.back++
 	}
-	c.offsets[p.pid()] = d
+	c.offsets[p.Pid()] = d
 	c.steps++
 	lo, hi := time.Duration(0), time.Duration(0) // the database's clock is true time
 	for _, o := range c.offsets {
@@ -150,9 +150,9 @@ func (inj *injector) stepClocks(ctx context.Context) error {
 		wctx := context.WithoutCancel(ctx)
 		for _, p := range inj.clockProcs() {
 			c.mu.Lock()
-			off := c.offsets[p.pid()]
+			off := c.offsets[p.Pid()]
 			c.mu.Unlock()
-			if off != 0 && !p.exited() {
+			if off != 0 && !p.Exited() {
 				_ = c.step(wctx, p, 0)
 			}
 		}
@@ -173,7 +173,7 @@ func (inj *injector) stepClocks(ctx context.Context) error {
 			d = 0
 		}
 		inj.mu.Unlock()
-		if p.exited() {
+		if p.Exited() {
 			continue // noted as a crash by the checks of the phase's end
 		}
 		inj.record(Fault{Kind: faultClock, At: time.Now(), Target: fmt.Sprintf("%s to %+v", p, d)})

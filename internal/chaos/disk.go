@@ -144,7 +144,7 @@ func (inj *injector) fillCycles(ctx context.Context) error {
 			err = fmt.Errorf("free %s: %w", d.dir, ferr)
 		}
 		restarted := false
-		if err == nil && inj.pg != nil && inj.pg.proc.exited() {
+		if err == nil && inj.pg != nil && inj.pg.proc.Exited() {
 			// The postmaster gave up (recovery found no room): start it
 			// again, as its supervisor would, now that there is room.
 			err = inj.pg.start(context.WithoutCancel(ctx))

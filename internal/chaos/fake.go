@@ -36,7 +36,7 @@ func startFake(ctx context.Context, ps *procs, bin, dir string) (*fake, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := p.waitFor(ctx, p.stdout, "its configuration", 30*time.Second, func(s string) (string, bool) {
+	raw, err := p.waitFor(ctx, p.Stdout, "its configuration", 30*time.Second, func(s string) (string, bool) {
 		s = strings.TrimSpace(s)
 		return s, s != "" && json.Valid([]byte(s))
 	})

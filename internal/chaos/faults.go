@@ -75,13 +75,13 @@ func (inj *injector) startWorker(ctx context.Context, i int) error {
 		if p, err = inj.h.ps.start(name, inj.h.bin, []string{"work", "--database", inj.workerDatabase(), "--config", inj.cfg, "--log-format", "json"}, nil); err != nil {
 			return err
 		}
-		_, err = p.waitFor(ctx, p.stderr, "that it is working", 60*time.Second, func(s string) (string, bool) {
+		_, err = p.waitFor(ctx, p.Stderr, "that it is working", 60*time.Second, func(s string) (string, bool) {
 			return "", strings.Contains(s, `"msg":"oncepush working"`)
 		})
 		if err == nil {
 			break
 		}
-		if !p.exited() || time.Now().After(deadline) {
+		if !p.Exited() || time.Now().After(deadline) {
 			return err
 		}
 		inj.mu.Lock()
@@ -206,9 +206,9 @@ func (inj *injector) victim(ctx context.Context) (*slot, []Receipt, error) {
 		bySlot := map[int]*slot{}
 		var pids []int
 		for _, s := range inj.slots {
-			if !s.busy && !s.proc.exited() {
-				bySlot[s.proc.pid()] = s
-				pids = append(pids, s.proc.pid())
+			if !s.busy && !s.proc.Exited() {
+				bySlot[s.proc.Pid()] = s
+				pids = append(pids, s.proc.Pid())
 			}
 		}
 		inj.mu.Unlock()
@@ -273,7 +273,7 @@ func (inj *injector) killWorker(ctx context.Context) error {
 		return err
 	}
 	inj.record(Fault{Kind: faultKill, At: time.Now(), Target: s.proc.String(), Held: perTransport(held)})
-	if err := s.proc.kill(); err != nil {
+	if err := s.proc.Kill(); err != nil {
 		return err
 	}
 	i := inj.slotIndex(s)
@@ -289,7 +289,7 @@ func (inj *injector) stopWorker(ctx context.Context) error {
 		return err
 	}
 	inj.record(Fault{Kind: faultStop, At: time.Now(), Target: s.proc.String(), Held: perTransport(held)})
-	if err := s.proc.signal(syscall.SIGSTOP); err != nil {
+	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	stopped := time.Now()
@@ -302,10 +302,10 @@ func (inj *injector) stopWorker(ctx context.Context) error {
 	_ = sleep(wctx, engineLease+2*time.Second)
 	stalled, err := inj.awaitRecovered(wctx, held, stopped.Add(engineLease+stopRecoveryWait))
 	if err != nil {
-		_ = s.proc.signal(syscall.SIGCONT)
+		_ = s.proc.Signal(syscall.SIGCONT)
 		return err
 	}
-	err = s.proc.signal(syscall.SIGCONT)
+	err = s.proc.Signal(syscall.SIGCONT)
 	if inj.h.o.verbose {
 		fmt.Printf("chaos: %s: SIGCONT %s at %s, stalled %v\n", inj.p.driver, s.proc, time.Now().UTC().Format("15:04:05.000000"), stalled)
 	}
@@ -390,12 +390,12 @@ func (inj *injector) killAPI(ctx context.Context) error {
 		}
 	}
 	p := inj.api.proc.Load()
-	if p.exited() {
+	if p.Exited() {
 		inj.harnessViolation("api exited on its own", fmt.Sprintf("%s exited %d; its log: %s", p, p.exitCode(), p.logPath))
 	}
 	inj.record(Fault{Kind: faultAPIKill, At: time.Now(), Target: p.String(),
 		Held: map[string]int{"posts": int(inj.api.inFlight.Load())}})
-	if err := p.kill(); err != nil {
+	if err := p.Kill(); err != nil {
 		return err
 	}
 	return inj.api.restart(context.WithoutCancel(ctx))
@@ -414,7 +414,7 @@ func (inj *injector) restartPostgres(ctx context.Context) error {
 	var startErr error
 	if s := inj.pickAny(); s != nil {
 		inj.record(Fault{Kind: faultKill, At: time.Now(), Target: s.proc.String() + ", PostgreSQL down"})
-		if err := s.proc.kill(); err != nil {
+		if err := s.proc.Kill(); err != nil {
 			return err
 		}
 		wg.Add(1)
@@ -436,7 +436,7 @@ func (inj *injector) restartPostgres(ctx context.Context) error {
 
 // pickAny picks, at random, a worker that is not busy, and marks it busy.
 func (inj *injector) pickAny() *slot {
-	return inj.pickWhere(func(s *slot) bool { return !s.proc.exited() })
+	return inj.pickWhere(func(s *slot) bool { return !s.proc.Exited() })
 }
 
 func (inj *injector) record(f Fault) {
@@ -493,7 +493,7 @@ func (inj *injector) slotsNow() []*slot {
 
 // checkAlive notes a worker that ended without being killed: a crash of its own.
 func (inj *injector) checkAlive(s *slot) error {
-	if s.proc.exited() {
+	if s.proc.Exited() {
 		inj.harnessViolation("worker exited on its own", fmt.Sprintf("%s exited %d; its log: %s", s.proc, s.proc.exitCode(), s.proc.logPath))
 	}
 	return nil
@@ -504,7 +504,7 @@ func (inj *injector) revive(ctx context.Context) error {
 	slots := inj.slotsNow()
 	for i, s := range slots {
 		inj.mu.Lock()
-		crashed := !s.busy && s.proc.exited()
+		crashed := !s.busy && s.proc.Exited()
 		inj.mu.Unlock()
 		if crashed {
 			_ = inj.checkAlive(s)
@@ -522,14 +522,14 @@ func (inj *injector) revive(ctx context.Context) error {
 func (inj *injector) allWorking(ctx context.Context) error {
 	slots := inj.slotsNow()
 	for i, s := range slots {
-		if s.proc.exited() {
+		if s.proc.Exited() {
 			_ = inj.checkAlive(s)
 			if err := inj.startWorker(ctx, i); err != nil {
 				return err
 			}
 		}
 	}
-	if p := inj.api.proc.Load(); p.exited() {
+	if p := inj.api.proc.Load(); p.Exited() {
 		inj.harnessViolation("api exited on its own", fmt.Sprintf("%s exited %d; its log: %s", p, p.exitCode(), p.logPath))
 		return inj.api.restart(ctx)
 	}
@@ -540,16 +540,16 @@ func (inj *injector) allWorking(ctx context.Context) error {
 func (inj *injector) stopWorkers() []Violation {
 	slots := inj.slotsNow()
 	for _, s := range slots {
-		_ = s.proc.signal(syscall.SIGTERM)
+		_ = s.proc.Signal(syscall.SIGTERM)
 	}
 	for _, s := range slots {
-		if err := s.proc.wait(45 * time.Second); err != nil {
+		if err := s.proc.Wait(45 * time.Second); err != nil {
 			// SIGQUIT: Go writes every goroutine's stack to the log, to
 			// show what held it.
-			_ = s.proc.signal(syscall.SIGQUIT)
-			_ = s.proc.wait(10 * time.Second)
+			_ = s.proc.Signal(syscall.SIGQUIT)
+			_ = s.proc.Wait(10 * time.Second)
 			inj.harnessViolation("worker did not stop on SIGTERM", err.Error()+"; its goroutines (SIGQUIT) are in its log: "+s.proc.logPath)
-			_ = s.proc.kill()
+			_ = s.proc.Kill()
 			continue
 		}
 		if code := s.proc.exitCode(); code != 0 {
@@ -565,8 +565,8 @@ func (inj *injector) stopWorkers() []Violation {
 func (inj *injector) killWorkers() {
 	slots := inj.slotsNow()
 	for _, s := range slots {
-		_ = s.proc.signal(syscall.SIGCONT)
-		_ = s.proc.kill()
+		_ = s.proc.Signal(syscall.SIGCONT)
+		_ = s.proc.Kill()
 	}
 }
 

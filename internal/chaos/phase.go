@@ -172,7 +172,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = f.proc.kill() }()
+	defer func() { _ = f.proc.Kill() }()
 
 	// The database.
 	var database string
@@ -240,7 +240,7 @@ func (h *harness) runPhase(ctx context.Context, p plan) (*phaseResult, error) {
 	}
 	defer func() {
 		if p := a.proc.Load(); p != nil {
-			_ = p.kill()
+			_ = p.Kill()
 		}
 	}()
 

@@ -153,12 +153,12 @@ func (c *cluster) run(ctx context.Context, prog string, args ...string) error {
 		return err
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(2 * time.Minute):
-		_ = p.kill()
+		_ = p.Kill()
 		return fmt.Errorf("%s did not end in 2 minutes; its log: %s", prog, p.logPath)
 	case <-ctx.Done():
-		_ = p.kill()
+		_ = p.Kill()
 		return ctx.Err()
 	}
 	if p.exitCode() != 0 {
@@ -187,8 +187,8 @@ func (c *cluster) start(ctx context.Context) error {
 			_ = conn.Close(ctx)
 			return nil
 		}
-		if p.exited() {
-			return fmt.Errorf("postgres exited (%v); its log: %s", p.err, p.logPath)
+		if p.Exited() {
+			return fmt.Errorf("postgres exited (%v); its log: %s", p.Err(), p.logPath)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres takes no connection after 60 s: %w; its log: %s", err, p.logPath)
@@ -206,16 +206,16 @@ func (c *cluster) crash(ctx context.Context) error {
 	if err := c.run(ctx, "pg_ctl", "stop", "-D", c.dir, "-m", "immediate", "-w", "-t", "60"); err != nil {
 		return err
 	}
-	return c.proc.wait(30 * time.Second)
+	return c.proc.Wait(30 * time.Second)
 }
 
 // stop ends the cluster (fast shutdown). Its directory goes with the
 // harness's, or is kept with it.
 func (c *cluster) stop() {
-	if c.proc != nil && !c.proc.exited() {
-		_ = c.proc.signal(syscall.SIGINT) // PostgreSQL's fast shutdown
-		if err := c.proc.wait(30 * time.Second); err != nil {
-			_ = c.proc.kill()
+	if c.proc != nil && !c.proc.Exited() {
+		_ = c.proc.Signal(syscall.SIGINT) // PostgreSQL's fast shutdown
+		if err := c.proc.Wait(30 * time.Second); err != nil {
+			_ = c.proc.Kill()
 		}
 	}
 }

@@ -259,9 +259,9 @@ func (inj *injector) dumpOwners(addrs []string) string {
 	byPid := map[int]*slot{}
 	var pids []int
 	for _, s := range inj.slotsNow() {
-		if !s.proc.exited() {
-			byPid[s.proc.pid()] = s
-			pids = append(pids, s.proc.pid())
+		if !s.proc.Exited() {
+			byPid[s.proc.Pid()] = s
+			pids = append(pids, s.proc.Pid())
 		}
 	}
 	owners := socketOwners(pids)
@@ -277,8 +277,8 @@ func (inj *injector) dumpOwners(addrs []string) string {
 		inj.mu.Lock()
 		s.busy = true
 		inj.mu.Unlock()
-		_ = s.proc.signal(syscall.SIGQUIT)
-		_ = s.proc.wait(10 * time.Second)
+		_ = s.proc.Signal(syscall.SIGQUIT)
+		_ = s.proc.Wait(10 * time.Second)
 		out = append(out, fmt.Sprintf("%s: %s, its goroutines in %s", a, s.proc, s.proc.logPath))
 	}
 	return strings.Join(out, "; ")
