@@ -196,7 +196,7 @@ func TestCheck(t *testing.T) {
 		sendReq = `{"recipients": ["u_1"], "title": "Hi"}`
 		problem = `{"type": "https://oncepush.dev/problems/%s", "title": "T", "status": %d, "code": "%s", %s"instance": "/x"}`
 		page    = `{"deliveries": [%s], "nextCursor": %s}`
-		pending = `{"id": 3, "notificationId": 7, "recipient": "u_1", "oncepushId": "0123456789abcdef0123456789abcdef", "dedupeKey": "", "status": "pending", "attempts": 0, "nextAttemptAt": "2026-01-05T09:00:00Z", "lastError": "", "createdAt": "2026-01-05T09:00:00Z", "finishedAt": %s, "devices": []}`
+		pending = `{"id": 3, "notificationId": 7, "recipient": "u_1", "type": "order.shipped", "title": "Shipped", "oncepushId": "0123456789abcdef0123456789abcdef", "dedupeKey": "", "status": "pending", "attempts": 0, "nextAttemptAt": "2026-01-05T09:00:00Z", "lastError": "", "createdAt": "2026-01-05T09:00:00Z", "finishedAt": %s, "devices": [], "mayHaveReachedTwice": false}`
 	)
 	prob := func(code string, status int, field string) string {
 		f := ""
