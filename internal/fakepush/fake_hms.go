@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncepush/oncepush/provider/hms"
+	"github.com/oncepush/oncepush/provider"
 )
 
 // fakeHMS is the fake Huawei Push Kit send API for HarmonyOS NEXT under
@@ -32,10 +32,29 @@ type fakeHMS struct {
 
 	mu       sync.Mutex
 	accounts map[string]string // sub_account handed out → project id
+	refused  int               // JWTs refused
 }
 
-// The wire facts the fake checks.
+// The wire facts the fake checks. The fake does not import provider/hms,
+// whose client it tests (and whose tests import the fake): the names and
+// codes are Push Kit's, written here again.
 const (
+	transportHMS          provider.Transport = "hms"
+	hmsPushTypeAlert                         = "0"
+	hmsPushTypeBackground                    = "6"
+	hmsMaxPayload                            = 4096
+
+	hmsCodeSuccess          = "80000000"
+	hmsCodeParameterError   = "80100001"
+	hmsCodeIllegalPayload   = "80100003"
+	hmsCodeIllegalExpire    = "80100004"
+	hmsCodeAuthError        = "80200001"
+	hmsCodeJWTExpired       = "80200005"
+	hmsCodeAllTokensInvalid = "80300007"
+	hmsCodeMessageTooLong   = "80300008"
+	hmsCodeTokenCount       = "80300010"
+	hmsCodeJWTTooLong       = "80300036"
+
 	hmsMaxTokens      = 1000
 	hmsMaxJWTValidity = 24 * time.Hour
 	hmsClockSkew      = 5 * time.Minute
@@ -43,7 +62,7 @@ const (
 )
 
 // hms is the server's Push Kit state.
-func (s *Server) hms() *fakeHMS { return s.speaks[hms.Name].(*fakeHMS) }
+func (s *Server) hms() *fakeHMS { return s.speaks[transportHMS].(*fakeHMS) }
 
 func newFakeHMS(s *Server) *fakeHMS {
 	f := &fakeHMS{s: s, accounts: map[string]string{}}
@@ -96,6 +115,16 @@ func (s *Server) HMSServiceAccount(projectID string) []byte {
 		panic(fmt.Sprintf("pushtest: encode the fake Push Kit service account: %v", err))
 	}
 	return b
+}
+
+// HMSRefusedJWTs returns how many requests the fake Push Kit refused for
+// their JWT (expired, of another project, badly signed). They are not
+// recorded as requests.
+func (s *Server) HMSRefusedJWTs() int {
+	f := s.hms()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }
 
 // HMSError is a Push Kit answer {"code", "msg", "requestId"}: status is the
@@ -151,25 +180,24 @@ type hmsSendRequest struct {
 // send is POST /hms/v3/{project}/messages:send.
 func (f *fakeHMS) send(w http.ResponseWriter, r *http.Request) {
 	project := r.PathValue("project")
-	bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found || bearer == "" {
-		hmsRefuse(w, http.StatusUnauthorized, hms.CodeAuthError, "Authentication Error.")
-		return
-	}
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if code, problem := f.verifyJWT(bearer, project); code != "" {
+		f.mu.Lock()
+		f.refused++
+		f.mu.Unlock()
 		hmsRefuse(w, http.StatusUnauthorized, code, problem)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
-		hmsRefuse(w, http.StatusBadRequest, hms.CodeParameterError, "Check Parameter Error: the body could not be read.")
+		hmsRefuse(w, http.StatusBadRequest, hmsCodeParameterError, "Check Parameter Error: the body could not be read.")
 		return
 	}
 	var req hmsSendRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		hmsRefuse(w, http.StatusBadRequest, hms.CodeIllegalPayload, "Illegal payload, "+err.Error())
+		hmsRefuse(w, http.StatusBadRequest, hmsCodeIllegalPayload, "Illegal payload, "+err.Error())
 		return
 	}
 	if code, problem := checkHMSRequest(r.Header.Get("push-type"), &req, body); code != "" {
@@ -187,14 +215,14 @@ func (f *fakeHMS) send(w http.ResponseWriter, r *http.Request) {
 	// oncepush sends one token a request; a request for several is recorded
 	// under its first.
 	f.s.serve(w, r, Request{
-		Transport:      hms.Name,
+		Transport:      transportHMS,
 		Token:          req.Target.Token[0],
 		NotificationID: notificationID,
 		Payload:        body,
 		Header:         r.Header,
 	}, func(w http.ResponseWriter, seq int64) {
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = io.WriteString(w, hmsBody(hms.CodeSuccess, "Success", fmt.Sprintf("fake-request-%d", seq)))
+		_, _ = io.WriteString(w, hmsBody(hmsCodeSuccess, "Success", fmt.Sprintf("fake-request-%d", seq)))
 	})
 }
 
@@ -203,40 +231,40 @@ func (f *fakeHMS) send(w http.ResponseWriter, r *http.Request) {
 func checkHMSRequest(pushType string, req *hmsSendRequest, body []byte) (code, problem string) {
 	switch {
 	case req.Target == nil || len(req.Target.Token) == 0 || len(req.Target.Token) > hmsMaxTokens:
-		return hms.CodeTokenCount, fmt.Sprintf("token count should within 1 and %d", hmsMaxTokens)
+		return hmsCodeTokenCount, fmt.Sprintf("token count should within 1 and %d", hmsMaxTokens)
 	case req.Payload == nil:
-		return hms.CodeIllegalPayload, "Illegal payload, payload is required."
+		return hmsCodeIllegalPayload, "Illegal payload, payload is required."
 	case req.PushOptions != nil && req.PushOptions.TTL != nil && *req.PushOptions.TTL <= 0:
-		return hms.CodeIllegalExpireTime, "Illegal expire time."
+		return hmsCodeIllegalExpire, "Illegal expire time."
 	}
 	for _, tok := range req.Target.Token {
 		if tok == "" {
-			return hms.CodeAllTokensInvalid, "All the tokens are invalid."
+			return hmsCodeAllTokensInvalid, "All the tokens are invalid."
 		}
 	}
 	n := req.Payload.Notification
 	switch pushType {
-	case hms.PushTypeAlert:
+	case hmsPushTypeAlert:
 		if n == nil || n.ClickAction == nil || n.ClickAction.ActionType == nil {
-			return hms.CodeIllegalPayload, "Illegal payload, notification with clickAction.actionType is required for push-type 0."
+			return hmsCodeIllegalPayload, "Illegal payload, notification with clickAction.actionType is required for push-type 0."
 		}
 		if n.Title == "" && n.Body == "" {
-			return hms.CodeIllegalPayload, "Illegal payload, notification title or body is required."
+			return hmsCodeIllegalPayload, "Illegal payload, notification title or body is required."
 		}
-	case hms.PushTypeBackground:
+	case hmsPushTypeBackground:
 		if n != nil {
-			return hms.CodeIllegalPayload, "Illegal payload, push-type 6 carries extraData, not a notification."
+			return hmsCodeIllegalPayload, "Illegal payload, push-type 6 carries extraData, not a notification."
 		}
 	default:
-		return hms.CodeParameterError, fmt.Sprintf("Check Parameter Error: push-type %q (the fake speaks 0 and 6).", pushType)
+		return hmsCodeParameterError, fmt.Sprintf("Check Parameter Error: push-type %q (the fake speaks 0 and 6).", pushType)
 	}
 	// The limit counts the body without the tokens.
 	size := len(body)
 	for _, tok := range req.Target.Token {
 		size -= len(tok)
 	}
-	if size > hms.MaxPayload {
-		return hms.CodeMessageTooLong, "Push message size is too long."
+	if size > hmsMaxPayload {
+		return hmsCodeMessageTooLong, "Push message size is too long."
 	}
 	return "", ""
 }
@@ -246,7 +274,7 @@ func checkHMSRequest(pushType string, req *hmsSendRequest, body []byte) (code, p
 func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
-		return hms.CodeAuthError, "Authentication Error: not a JWT."
+		return hmsCodeAuthError, "Authentication Error: not a JWT."
 	}
 	var header struct {
 		Kid string `json:"kid"`
@@ -254,17 +282,17 @@ func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
 		Alg string `json:"alg"`
 	}
 	if decodeJWTPart(parts[0], &header) != nil || header.Alg != "PS256" || header.Typ != "JWT" {
-		return hms.CodeAuthError, "Authentication Error: the JWT header is not {kid, typ JWT, alg PS256}."
+		return hmsCodeAuthError, "Authentication Error: the JWT header is not {kid, typ JWT, alg PS256}."
 	}
 	f.mu.Lock()
 	key, keyID := f.key, f.keyID
 	f.mu.Unlock()
 	if key == nil || header.Kid != keyID {
-		return hms.CodeAuthError, "Authentication Error: unknown kid."
+		return hmsCodeAuthError, "Authentication Error: unknown kid."
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil || rsa.VerifyPSS(&key.PublicKey, crypto.SHA256, jwsDigest(parts), sig, &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash}) != nil {
-		return hms.CodeAuthError, "Authentication Error: bad signature."
+		return hmsCodeAuthError, "Authentication Error: bad signature."
 	}
 	var claims struct {
 		Aud string `json:"aud"`
@@ -273,7 +301,7 @@ func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
 		Iat int64  `json:"iat"`
 	}
 	if decodeJWTPart(parts[1], &claims) != nil {
-		return hms.CodeAuthError, "Authentication Error: the claims are not JSON."
+		return hmsCodeAuthError, "Authentication Error: the claims are not JSON."
 	}
 	f.mu.Lock()
 	owner, known := f.accounts[claims.Iss]
@@ -281,17 +309,17 @@ func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
 	now := f.s.now()
 	switch {
 	case !known || owner != project:
-		return hms.CodeAuthError, "Authentication Error."
+		return hmsCodeAuthError, "Authentication Error."
 	case claims.Aud != f.s.URL+hmsTokenPath:
-		return hms.CodeAuthError, "Authentication Error: aud is not the key file's token_uri."
+		return hmsCodeAuthError, "Authentication Error: aud is not the key file's token_uri."
 	case claims.Iat == 0 || claims.Exp <= claims.Iat:
-		return hms.CodeAuthError, "Authentication Error: iat and exp are required, exp after iat."
+		return hmsCodeAuthError, "Authentication Error: iat and exp are required, exp after iat."
 	case time.Duration(claims.Exp-claims.Iat)*time.Second > hmsMaxJWTValidity:
-		return hms.CodeJWTTooLong, "JWT expire period over threshold."
+		return hmsCodeJWTTooLong, "JWT expire period over threshold."
 	case time.Unix(claims.Iat, 0).After(now.Add(hmsClockSkew)):
-		return hms.CodeAuthError, "Authentication Error: iat is in the future."
+		return hmsCodeAuthError, "Authentication Error: iat is in the future."
 	case !time.Unix(claims.Exp, 0).After(now):
-		return hms.CodeJWTExpired, "Jwt token expired."
+		return hmsCodeJWTExpired, "Jwt token expired."
 	}
 	return "", ""
 }

@@ -33,7 +33,6 @@ import (
 	"time"
 
 	"github.com/oncepush/oncepush/provider"
-	"github.com/oncepush/oncepush/provider/hms"
 )
 
 // Server is one local HTTPS server (HTTP/2, with a certificate of its own)
@@ -110,7 +109,7 @@ var protocols = []struct {
 	{provider.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }, WebPushError(410)},
 	{provider.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) },
 		RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")},
-	{hms.Name, func(s *Server) any { return newFakeHMS(s) }, HMSError(400, hms.CodeAllTokensInvalid, "All the tokens are invalid.")},
+	{transportHMS, func(s *Server) any { return newFakeHMS(s) }, HMSError(400, hmsCodeAllTokensInvalid, "All the tokens are invalid.")},
 }
 
 // DeadTokenAnswer is what t's provider answers for a device token that is no

@@ -84,7 +84,10 @@ func readAnswer(resp *httpsend.Response) (a answer, code string, ok bool) {
 // word on this one.
 func tokenDead(msg, token string, all bool) (dead, saysWhy bool) {
 	var f tokenFailures
-	if json.Unmarshal([]byte(msg), &f) == nil && slices.Contains(f.IllegalTokens, token) {
+	// The answer was read with the device token redacted (httpsend.Do):
+	// the token named is this device's whichever way it reads.
+	if json.Unmarshal([]byte(msg), &f) == nil &&
+		(slices.Contains(f.IllegalTokens, token) || slices.Contains(f.IllegalTokens, httpsend.Redacted)) {
 		return true, true
 	}
 	for _, r := range tokenReasons {
