@@ -89,7 +89,7 @@ type Server struct {
 
 	// speaks holds each protocol's state (fake_<transport>.go), by transport.
 	speaks map[provider.Transport]any
-	// list names the transports spoken, for errors: "fcm, apns, webpush, rustore".
+	// list names the transports spoken, for errors: "fcm, apns, webpush, rustore, hms".
 	list string
 }
 
