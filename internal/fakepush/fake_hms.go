@@ -33,6 +33,16 @@ type fakeHMS struct {
 	mu       sync.Mutex
 	accounts map[string]string // sub_account handed out → project id
 	refused  int               // JWTs refused
+	// verified remembers the JWTs whose signature checked out, with their
+	// project and expiry: a client sends one JWT for an hour, and verifying
+	// it on every request would make the fake, not the client, the
+	// bottleneck of a benchmark.
+	verified map[string]hmsVerified
+}
+
+type hmsVerified struct {
+	project string
+	expires time.Time
 }
 
 // The wire facts the fake checks. The fake does not import provider/hms,
@@ -65,7 +75,7 @@ const (
 func (s *Server) hms() *fakeHMS { return s.speaks[transportHMS].(*fakeHMS) }
 
 func newFakeHMS(s *Server) *fakeHMS {
-	f := &fakeHMS{s: s, accounts: map[string]string{}}
+	f := &fakeHMS{s: s, accounts: map[string]string{}, verified: map[string]hmsVerified{}}
 	s.mux.HandleFunc("POST /hms/v3/{project}/messages:send", f.send)
 	return f
 }
@@ -272,6 +282,18 @@ func checkHMSRequest(pushType string, req *hmsSendRequest, body []byte) (code, p
 // verifyJWT checks a service account's JWT for project and returns Push
 // Kit's result code and words when it refuses it.
 func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
+	f.mu.Lock()
+	v, seen := f.verified[jwt]
+	f.mu.Unlock()
+	if seen {
+		switch {
+		case v.project != project:
+			return hmsCodeAuthError, "Authentication Error."
+		case !v.expires.After(f.s.now()):
+			return hmsCodeJWTExpired, "Jwt token expired."
+		}
+		return "", ""
+	}
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
 		return hmsCodeAuthError, "Authentication Error: not a JWT."
@@ -321,5 +343,11 @@ func (f *fakeHMS) verifyJWT(jwt, project string) (code, problem string) {
 	case !time.Unix(claims.Exp, 0).After(now):
 		return hmsCodeJWTExpired, "Jwt token expired."
 	}
+	f.mu.Lock()
+	if len(f.verified) >= 1024 { // a bound for a long-running fake
+		clear(f.verified)
+	}
+	f.verified[jwt] = hmsVerified{project: project, expires: time.Unix(claims.Exp, 0)}
+	f.mu.Unlock()
 	return "", ""
 }

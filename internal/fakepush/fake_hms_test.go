@@ -130,6 +130,29 @@ func TestFakeHMSVerifiesTheJWT(t *testing.T) {
 	if reqs[0].Header.Get("Authorization") != "" {
 		t.Error("the recorded request kept its Authorization header")
 	}
+	// Verified once, the JWT is still its project's only.
+	if status, body := hmsPost(t, fake, "p2", good, "0", hmsAlert); status != http.StatusUnauthorized || !strings.Contains(body, hmsCodeAuthError) {
+		t.Errorf("p1's JWT for p2: %d %s, want 401 %s", status, body, hmsCodeAuthError)
+	}
+}
+
+// A JWT verified once expires on the fake's clock all the same.
+func TestFakeHMSRemembersJWTsUntilTheyExpire(t *testing.T) {
+	t.Parallel()
+	clock := &handClock{}
+	clock.ns.Store(time.Now().UnixNano())
+	fake := StartForTest(t, &Options{Clock: clock})
+	acct := readHMSAccount(t, fake.HMSServiceAccount("p1"))
+	now := clock.Now().Unix()
+	jwt := hmsJWT(t, acct.Key, map[string]any{"kid": acct.KeyID, "typ": "JWT", "alg": "PS256"},
+		map[string]any{"aud": acct.TokenURI, "iss": acct.SubAccount, "iat": now, "exp": now + 3600})
+	if status, body := hmsPost(t, fake, "p1", jwt, "0", hmsAlert); status != http.StatusOK {
+		t.Fatalf("first send: %d %s", status, body)
+	}
+	clock.Advance(time.Hour)
+	if status, body := hmsPost(t, fake, "p1", jwt, "0", hmsAlert); status != http.StatusUnauthorized || !strings.Contains(body, hmsCodeJWTExpired) {
+		t.Errorf("an hour later: %d %s, want 401 %s", status, body, hmsCodeJWTExpired)
+	}
 }
 
 func TestFakeHMSRefusesMalformedMessages(t *testing.T) {
