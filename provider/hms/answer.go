@@ -18,26 +18,27 @@ import (
 // Push Kit's result codes (the answer body's "code"), as its REST API
 // reference for scenario-based messages lists them.
 const (
-	CodeSuccess             = "80000000" // Success.
-	CodePartialSuccess      = "80100000" // some tokens succeeded; the others are named
-	CodeParameterError      = "80100001" // a request parameter is wrong
-	CodeIllegalPayload      = "80100003" // the message structure is wrong
-	CodeIllegalExpireTime   = "80100004" // the message would expire before now
-	CodeImageNotVerified    = "80100022" // the image did not pass the anti-spam check
-	CodeAuthError           = "80200001" // the Authorization header was refused
-	CodeJWTExpired          = "80200005" // the JWT has expired
-	CodeNoPermission        = "80300002" // Push Kit not enabled, or another project's id
-	CodeAllTokensInvalid    = "80300007" // every token of the request is invalid
-	CodeMessageTooLong      = "80300008" // the body without tokens is over 4096 bytes
-	CodeTokenCount          = "80300010" // too many (or no) tokens
-	CodeTestMessageRate     = "80300029" // test messages sent too fast
-	CodeTestTokenCount      = "80300030" // too many tokens in a test message
-	CodeJWTTooLong          = "80300036" // the JWT's validity is over a day
-	CodePenalty             = "80300037" // the app is penalised and may not send
-	CodeInternalError       = "81000001" // Push Kit's internal error
-	codeNone                = ""
-	FlowControlRetryDefault = time.Second
+	CodeSuccess           = "80000000" // Success.
+	CodePartialSuccess    = "80100000" // some tokens succeeded; the others are named
+	CodeParameterError    = "80100001" // a request parameter is wrong
+	CodeIllegalPayload    = "80100003" // the message structure is wrong
+	CodeIllegalExpireTime = "80100004" // the message would expire before now
+	CodeImageNotVerified  = "80100022" // the image did not pass the anti-spam check
+	CodeAuthError         = "80200001" // the Authorization header was refused
+	CodeJWTExpired        = "80200005" // the JWT has expired
+	CodeNoPermission      = "80300002" // Push Kit not enabled, or another project's id
+	CodeAllTokensInvalid  = "80300007" // every token of the request is invalid
+	CodeMessageTooLong    = "80300008" // the body without tokens is over 4096 bytes
+	CodeTokenCount        = "80300010" // too many (or no) tokens
+	CodeTestMessageRate   = "80300029" // test messages sent too fast
+	CodeTestTokenCount    = "80300030" // too many tokens in a test message
+	CodeJWTTooLong        = "80300036" // the JWT's validity is over a day
+	CodePenalty           = "80300037" // the app is penalised and may not send
+	CodeInternalError     = "81000001" // Push Kit's internal error
 )
+
+// codeNone stands for an answer without Push Kit's body.
+const codeNone = ""
 
 // The reasons Push Kit gives for a token it did not send to (80100000,
 // 80300007) that say the token itself is dead: malformed, another project's

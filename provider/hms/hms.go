@@ -63,6 +63,9 @@ const (
 	// MaxTTL caps the time to live sent: Push Kit keeps a message for an
 	// offline device at most 15 days.
 	MaxTTL = 15 * 24 * time.Hour
+	// FlowControlRetryDefault is how long the transport pauses after a 503
+	// without Retry-After: Push Kit's flow control counts sends per second.
+	FlowControlRetryDefault = time.Second
 )
 
 // Config configures a Provider.
