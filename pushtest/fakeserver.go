@@ -9,15 +9,17 @@ import (
 // FakeServer is one local HTTPS server (HTTP/2, with a certificate of its own)
 // that speaks the push providers' wire protocols, so that the real provider
 // clients of oncepush (provider/fcm, provider/apns, provider/webpush,
-// provider/rustore) can be tested end to end with no credentials and no
-// network:
+// provider/rustore, provider/hms) can be tested end to end with no
+// credentials and no network:
 //
 //   - FCM HTTP v1 send, under /fcm (and Google's OAuth token endpoint under
 //     /oauth2/token, verifying the RS256 assertion against a key it generated);
 //   - APNs under /3/device/{token}, verifying the ES256 provider JWT;
 //   - Web Push endpoints under /webpush/{id}, decrypting the aes128gcm payload
 //     with the subscription's private key and checking the VAPID header;
-//   - RuStore under /rustore.
+//   - RuStore under /rustore;
+//   - Huawei Push Kit (v3) under /hms, verifying the PS256 service-account
+//     JWT.
 //
 // It records every request (transport, token, collapse id, notification id,
 // payload) the moment it has read it whole, and then what became of it
@@ -26,7 +28,7 @@ import (
 // a status and body per token or for the whole transport, Retry-After,
 // latency, or accepting the request and dropping the connection. Helpers hand
 // out matching credential files (FCMServiceAccount, APNsKey,
-// NewWebPushSubscription, RuStoreToken).
+// NewWebPushSubscription, RuStoreToken, HMSServiceAccount).
 //
 // The server is the one `oncepush fake-providers` runs; its methods are
 // documented where it is defined, in oncepush's internal/fakepush (Server).
@@ -137,7 +139,7 @@ type (
 // ControlAnswerOf returns a in the JSON form POST /_fake/program takes, so a
 // Go test can program a fake in another process with this package's answer
 // helpers (FCMError, FCMDeviceRateExceeded, FCMProjectQuotaExceeded, APNsError,
-// WebPushError, RuStoreError).
+// WebPushError, RuStoreError, HMSError).
 func ControlAnswerOf(a FakeAnswer) ControlAnswer { return fakepush.ControlAnswerOf(a) }
 
 // FCMError is an FCM HTTP v1 error answer: status is the HTTP status,
@@ -184,3 +186,11 @@ func WebPushError(status int) FakeAnswer { return fakepush.WebPushError(status) 
 func RuStoreError(status int, statusName, message string) FakeAnswer {
 	return fakepush.RuStoreError(status, statusName, message)
 }
+
+// HMSError is a Huawei Push Kit answer {"code", "msg", "requestId"}: status
+// is the HTTP status, code Push Kit's result code, for example:
+//
+//	pushtest.HMSError(400, "80300007", "All the tokens are invalid.")
+//
+// Add a Retry-After header to the answer's Header to send one.
+func HMSError(status int, code, msg string) FakeAnswer { return fakepush.HMSError(status, code, msg) }

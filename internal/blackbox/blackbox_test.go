@@ -23,6 +23,7 @@ import (
 	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/server"
+	"github.com/oncepush/oncepush/provider/hms"
 )
 
 // TestBinary builds the oncepush command once and runs every black-box test
@@ -182,7 +183,7 @@ func testFakeProvidersConfig(t *testing.T, bin string) {
 	for _, pr := range providers {
 		got[pr.Transport()] = true
 	}
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports {
 		if !got[tr] {
 			t.Errorf("no %s provider configured", tr)
 		}
@@ -356,7 +357,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 
 	const who = "u_8831"
 	fakeToken := map[oncepush.Transport]string{}
-	for i, tr := range oncepush.Transports() {
+	for i, tr := range transports {
 		tok, ft := token(f, tr, i)
 		s.register(who, tr, tok)
 		fakeToken[tr] = ft
@@ -370,8 +371,8 @@ func testDeliver(t *testing.T, bin string, db database) {
 	}
 
 	d := s.waitFinal(who, 1)[0]
-	if d.Status != "sent" || d.NotificationID != a.ID || len(d.Devices) != 4 {
-		t.Fatalf("delivery %+v: want sent to 4 devices", d)
+	if d.Status != "sent" || d.NotificationID != a.ID || len(d.Devices) != len(transports) {
+		t.Fatalf("delivery %+v: want sent to %d devices", d, len(transports))
 	}
 	byTransport := map[oncepush.Transport]attempt{}
 	for _, at := range d.Devices {
@@ -386,7 +387,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 	}
 
 	reqs := f.waitRequests(4)
-	if len(reqs) != 4 {
+	if len(reqs) != len(transports) {
 		t.Fatalf("the fake received %d requests, want 4 (one per device)", len(reqs))
 	}
 	for _, r := range reqs {
@@ -396,7 +397,8 @@ func testDeliver(t *testing.T, bin string, db database) {
 		if r.NotificationID != d.OncepushID {
 			t.Errorf("%s: payload carries oncepush_id %q, want the delivery's %q", r.Transport, r.NotificationID, d.OncepushID)
 		}
-		if r.Transport != oncepush.TransportRuStore && r.CollapseID != d.OncepushID {
+		// RuStore and Push Kit have no collapse identity on the wire.
+		if r.Transport != oncepush.TransportRuStore && r.Transport != hms.Name && r.CollapseID != d.OncepushID {
 			t.Errorf("%s: collapse id %q, want the notification id %q", r.Transport, r.CollapseID, d.OncepushID)
 		}
 		if r.Status < 200 || r.Status > 299 {
@@ -419,7 +421,7 @@ func testDeliver(t *testing.T, bin string, db database) {
 	if status != http.StatusOK {
 		t.Fatalf("/metrics: %d", status)
 	}
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports {
 		if !strings.Contains(string(body), fmt.Sprintf(`transport="%s"`, tr)) {
 			t.Errorf("/metrics has no series for transport %s", tr)
 		}
@@ -429,9 +431,9 @@ func testDeliver(t *testing.T, bin string, db database) {
 	// recorded in its words; another recipient's device is untouched.
 	words := map[oncepush.Transport]string{
 		oncepush.TransportFCM: "UNREGISTERED", oncepush.TransportAPNs: "Unregistered",
-		oncepush.TransportWebPush: "410", oncepush.TransportRuStore: "NOT_FOUND",
+		oncepush.TransportWebPush: "410", oncepush.TransportRuStore: "NOT_FOUND", hms.Name: "80300007",
 	}
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports {
 		f.program(tr, fakeToken[tr], fakepush.DeadTokenAnswer(tr))
 	}
 	kept, _ := token(f, oncepush.TransportFCM, 99)
@@ -439,8 +441,8 @@ func testDeliver(t *testing.T, bin string, db database) {
 	s.send(map[string]any{"recipients": []string{who, "u_kept"}, "title": "Still there?"})
 
 	d = s.waitFinal(who, 2)[0]
-	if d.Status != "failed" || len(d.Devices) != 4 {
-		t.Fatalf("delivery to dead tokens %+v: want failed on 4 devices", d)
+	if d.Status != "failed" || len(d.Devices) != len(transports) {
+		t.Fatalf("delivery to dead tokens %+v: want failed on %d devices", d, len(transports))
 	}
 	for _, at := range d.Devices {
 		if at.State != "invalid" || !strings.Contains(at.Error, words[at.Transport]) {
@@ -469,7 +471,7 @@ func testDirectSend(t *testing.T, bin string, db database) {
 	var devices []map[string]string
 	fakeToken := map[oncepush.Transport]string{}
 	implicit := map[oncepush.Transport]string{}
-	for i, tr := range oncepush.Transports() {
+	for i, tr := range transports {
 		tok, ft := token(f, tr, 500+i)
 		fakeToken[tr] = ft
 		key := tok // the token's key: for webpush, its endpoint
@@ -487,13 +489,13 @@ func testDirectSend(t *testing.T, bin string, db database) {
 	}
 	body := map[string]any{"devices": devices, "title": "Direct", "dedupeKey": "direct-1"}
 	a := s.send(body)
-	if a.Queued != 4 || a.Duplicates != 4 {
-		t.Fatalf("direct send answered %+v, want 4 queued and 4 duplicates", a)
+	if n := len(transports); a.Queued != n || a.Duplicates != n {
+		t.Fatalf("direct send answered %+v, want %d queued and %d duplicates", a, n, n)
 	}
 	if again := s.send(body); again.ID != a.ID || !again.Duplicate {
 		t.Fatalf("the retry answered %+v, want the first answer as a duplicate", again)
 	}
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports {
 		d := s.waitFinal(implicit[tr], 1)
 		if len(d) != 1 || d[0].Status != "sent" || d[0].NotificationID != a.ID {
 			t.Fatalf("%s: deliveries under %s: %+v, want the one sent", tr, implicit[tr], d)

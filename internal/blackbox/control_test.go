@@ -214,7 +214,7 @@ func TestControlRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	fake, c := controlSetup(t)
 	for _, tc := range []struct{ path, body, field string }{
-		{"/_fake/program", `{"transport": "hms", "answers": []}`, "transport"},
+		{"/_fake/program", `{"transport": "mipush", "answers": []}`, "transport"},
 		{"/_fake/program", `{"transport": "fcm", "answers": [{"status": 1000}]}`, "answers[0].status"},
 		{"/_fake/program", `{"transport": "fcm", "answers": [{"latencyMs": -1}]}`, "answers[0].latencyMs"},
 		{"/_fake/program", `{"transport": "fcm", "answers": [{"body": 42}]}`, "answers[0].body"},

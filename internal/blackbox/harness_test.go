@@ -440,6 +440,10 @@ func token(f *fake, tr oncepush.Transport, n int) (token, fakeToken string) {
 	return t, t
 }
 
+// transports are the transports the server speaks: the built-in ones and
+// Huawei Push Kit.
+var transports = registry.Default().Names()
+
 // The sections of a configuration, by transport (nil when absent).
 func sectionFCM(p config.Providers) *registry.FCM {
 	return section[*registry.FCM](p, oncepush.TransportFCM)

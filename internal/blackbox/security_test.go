@@ -18,6 +18,7 @@ import (
 	"github.com/oncepush/oncepush"
 	"github.com/oncepush/oncepush/internal/config"
 	"github.com/oncepush/oncepush/internal/registry"
+	"github.com/oncepush/oncepush/provider/hms"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
@@ -129,7 +130,7 @@ func testCanaries(t *testing.T, bin string, db database) {
 	}
 	var devices []device
 	for i, who := range []string{"u_canary_ok", "u_canary_echo", "u_canary_creds"} {
-		for _, tr := range oncepush.Transports() {
+		for _, tr := range transports {
 			d := device{recipient: who, tr: tr}
 			switch tr {
 			case oncepush.TransportAPNs:
@@ -177,6 +178,8 @@ func testCanaries(t *testing.T, bin string, db database) {
 			a = pushtest.FakeAnswer{Status: 400, Body: echo}
 		case d.recipient == "u_canary_echo" && d.tr == oncepush.TransportRuStore:
 			a = pushtest.RuStoreError(400, "FAILED_PRECONDITION", echo)
+		case d.recipient == "u_canary_echo" && d.tr == hms.Name:
+			a = pushtest.HMSError(400, "80100003", echo)
 		case d.recipient == "u_canary_creds" && d.tr == oncepush.TransportFCM:
 			a = pushtest.FCMError(403, "PERMISSION_DENIED", echo, "")
 		case d.recipient == "u_canary_creds" && d.tr == oncepush.TransportAPNs:
@@ -185,6 +188,8 @@ func testCanaries(t *testing.T, bin string, db database) {
 			a = pushtest.FakeAnswer{Status: 403, Body: echo}
 		case d.recipient == "u_canary_creds" && d.tr == oncepush.TransportRuStore:
 			a = pushtest.RuStoreError(401, "UNAUTHENTICATED", echo)
+		case d.recipient == "u_canary_creds" && d.tr == hms.Name:
+			a = pushtest.HMSError(403, "80300002", echo)
 		default:
 			continue
 		}
@@ -306,6 +311,10 @@ func testConfigCanaries(t *testing.T, bin string) {
 	saFile := write("sa.json", string(sa))
 	notJSON := write("sa-broken.json", `{"type": "service_account", "private_key": "`+canary+``)
 	p8 := write("AuthKey.p8", badPEM)
+	hmsKey, _ := json.Marshal(map[string]string{"project_id": "p", "key_id": "k", "private_key": badPEM, "sub_account": "s",
+		"token_uri": "https://oauth-login.cloud.huawei.com/oauth2/v3/token"})
+	hmsFile := write("hms.json", string(hmsKey))
+	hmsNotJSON := write("hms-broken.json", `{"project_id": "p", "private_key": "`+canary+``)
 	for _, tc := range []struct {
 		name    string
 		file    config.File
@@ -317,6 +326,8 @@ func testConfigCanaries(t *testing.T, bin string) {
 		{"FCM private key", config.File{Providers: config.Providers{oncepush.TransportFCM: &registry.FCM{ServiceAccountFile: saFile}}}, nil, "providers.fcm"},
 		{"FCM key file not JSON", config.File{Providers: config.Providers{oncepush.TransportFCM: &registry.FCM{ServiceAccountFile: notJSON}}}, nil, "providers.fcm"},
 		{"APNs key", config.File{Providers: config.Providers{oncepush.TransportAPNs: &registry.APNs{KeyFile: p8, KeyID: "ABCDEFGHIJ", TeamID: "KLMNOPQRST", Topic: "com.example.app"}}}, nil, "providers.apns"},
+		{"Push Kit private key", config.File{Providers: config.Providers{hms.Name: &registry.HMS{KeyFile: hmsFile}}}, nil, "providers.hms.keyFile"},
+		{"Push Kit key file not JSON", config.File{Providers: config.Providers{hms.Name: &registry.HMS{KeyFile: hmsNotJSON}}}, nil, "providers.hms.keyFile"},
 		{"RuStore token", config.File{Providers: config.Providers{oncepush.TransportRuStore: &registry.RuStore{ProjectID: "p", ServiceToken: canary + " " + canary}}}, nil, "providers.rustore"},
 		{"database password in a URL", config.File{}, []string{"--database", "postgres://push:" + canary + "@127.0.0.1:1/db?connect_timeout=1"}, "--database"},
 		{"database password in key=value", config.File{}, []string{"--database", "host=127.0.0.1 user=push password=" + canary}, "--database"},

@@ -66,7 +66,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}{
 		{"unknown key", `{"lisen": "x"}`, Flags{}, "--config"},
 		{"nested unknown key", `{"providers": {"fcm": {"serviceAccount": "x"}}}`, Flags{}, "--config"},
-		{"unknown transport", `{"providers": {"hms": {}}}`, Flags{}, "--config"},
+		{"unknown transport", `{"providers": {"mipush": {}}}`, Flags{}, "--config"},
 		{"nested wrong type", `{"providers": {"apns": {"keyID": 5}}}`, Flags{}, "--config"},
 		{"wrong type", `{"engine": {"batchSize": "many"}}`, Flags{}, "--config"},
 		{"bad duration", `{"engine": {"runBudget": "soon"}}`, Flags{}, "--config"},
@@ -94,7 +94,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}
 	// Inside a provider's section, the problem is named in full.
 	for file, want := range map[string]string{
-		`{"providers": {"hms": {}}}`:                  `providers.hms: is not a transport: the transports are fcm, apns, webpush, rustore`,
+		`{"providers": {"mipush": {}}}`:               `providers.mipush: is not a transport: the transports are fcm, apns, webpush, rustore, hms`,
 		`{"providers": {"apns": {"keyID": 5}}}`:       "providers.apns.keyID: must be a string",
 		`{"providers": {"fcm": {"serviceAccnt": 1}}}`: `unknown setting providers.fcm.serviceAccnt`,
 	} {
@@ -380,7 +380,7 @@ func TestEngineValidationNamesTheSetting(t *testing.T) {
 		`{"categories": {"news": {"ambiguity": "twice"}}}`: `categories.news.ambiguity: "twice" is neither "resend" nor "at-most-once"`,
 		`{"engine": {"messageLifetime": "700h"}}`:          "engine.messageLifetime: is longer than 672h0m0s",
 		`{"engine": {"campaignCeilings": {"fcm": 5}}}`:     `engine.campaignCeilings.fcm: 5 is below engine.maxDevicesPerRecipient (10), the most submissions one delivery can need`,
-		`{"engine": {"campaignCeilings": {"sms": 500}}}`:   `engine.campaignCeilings: names unknown transport "sms" (the transports are fcm, apns, webpush, rustore)`,
+		`{"engine": {"campaignCeilings": {"sms": 500}}}`:   `engine.campaignCeilings: names unknown transport "sms" (the transports are fcm, apns, webpush, rustore, hms)`,
 	} {
 		_, err := Load(Flags{Config: writeConfig(t, file)}, env(nil))
 		if err == nil || err.Error() != want {

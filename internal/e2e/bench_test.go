@@ -23,7 +23,7 @@ import (
 // docs/benchmarks.md. ONCEPUSH_BENCH_CPUPROFILE=file profiles the drain only.
 func BenchmarkProviders(b *testing.B) {
 	const sends = 20000
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports() {
 		for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
 			b.Run(fmt.Sprintf("%s/latency=%s", tr, latency), func(b *testing.B) {
 				benchProvider(b, tr, latency, sends)
@@ -46,12 +46,12 @@ func benchProvider(b *testing.B, tr oncepush.Transport, latency time.Duration, n
 			b.Fatal(err)
 		}
 		quiet := slog.New(slog.DiscardHandler)
-		providers, err := fakeproviders.New(fake, fakeproviders.Options{Logger: quiet})
+		providers, err := fakeproviders.New(fake, fakeproviders.Options{Logger: quiet, Transports: specs()})
 		if err != nil {
 			b.Fatal(err)
 		}
 		client, err := oncepush.NewClient(drv, &oncepush.Config{
-			Providers: providers, Logger: quiet, Workers: 4, BatchSize: 1000, ConcurrentSends: 1024,
+			Transports: specs(), Providers: providers, Logger: quiet, Workers: 4, BatchSize: 1000, ConcurrentSends: 1024,
 			PollInterval: 10 * time.Millisecond,
 		})
 		if err != nil {

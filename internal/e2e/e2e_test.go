@@ -17,9 +17,23 @@ import (
 	"github.com/oncepush/oncepush/driver/postgres"
 	"github.com/oncepush/oncepush/internal/fakepush"
 	"github.com/oncepush/oncepush/internal/testdb"
+	"github.com/oncepush/oncepush/provider/hms"
 	"github.com/oncepush/oncepush/pushtest"
 	"github.com/oncepush/oncepush/pushtest/fakeproviders"
 )
+
+// specs are the transports these tests cover: the built-in ones and Huawei
+// Push Kit, as the server has them (internal/registry).
+func specs() []oncepush.TransportSpec { return append(oncepush.BuiltinTransports(), hms.Spec) }
+
+// transports are the names of specs().
+func transports() []oncepush.Transport {
+	var out []oncepush.Transport
+	for _, s := range specs() {
+		out = append(out, s.Name)
+	}
+	return out
+}
 
 type env struct {
 	t      *testing.T
@@ -37,11 +51,11 @@ func setup(t *testing.T, mod func(*oncepush.Config)) *env {
 	}
 	fake := pushtest.NewFakeServer(t)
 	quiet := slog.New(slog.DiscardHandler)
-	providers, err := fakeproviders.New(fake, fakeproviders.Options{Logger: quiet})
+	providers, err := fakeproviders.New(fake, fakeproviders.Options{Logger: quiet, Transports: specs()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &oncepush.Config{Providers: providers, Logger: quiet}
+	cfg := &oncepush.Config{Transports: specs(), Providers: providers, Logger: quiet}
 	if mod != nil {
 		mod(cfg)
 	}
@@ -102,7 +116,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	devs := map[oncepush.Transport]*oncepush.Device{}
-	for i, tr := range oncepush.Transports() {
+	for i, tr := range transports() {
 		devs[tr] = e.register("u_8831", tr, i)
 	}
 	res, err := e.client.Send(e.ctx, []string{"u_8831"}, oncepush.Message{
@@ -116,7 +130,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 		t.Fatal(err)
 	}
 	nid := oncepush.NotificationID("invoice.paid", "u_8831", map[string]any{"dedupKey": "invoice.paid:inv_2201"})
-	for _, tr := range oncepush.Transports() {
+	for _, tr := range transports() {
 		reqs := e.fake.RequestsFor(tr)
 		if len(reqs) != 1 {
 			t.Fatalf("%s: %d requests, want exactly 1", tr, len(reqs))
@@ -125,8 +139,8 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 		if r.NotificationID != nid {
 			t.Errorf("%s: payload carries oncepush_id %q, want %q", tr, r.NotificationID, nid)
 		}
-		// RuStore has no collapse identity on the wire.
-		if tr != oncepush.TransportRuStore && r.CollapseID != nid {
+		// RuStore and Push Kit have no collapse identity on the wire.
+		if tr != oncepush.TransportRuStore && tr != hms.Name && r.CollapseID != nid {
 			t.Errorf("%s: collapse id %q, want the notification id %q", tr, r.CollapseID, nid)
 		}
 		if r.Status < 200 || r.Status > 299 {
@@ -138,7 +152,7 @@ func TestEveryTransportOnceWithItsCollapseID(t *testing.T) {
 		t.Fatalf("deliveries: %+v, %v", ds, err)
 	}
 	d := ds[0]
-	if d.Status != oncepush.StatusSent || len(d.Devices) != 4 {
+	if d.Status != oncepush.StatusSent || len(d.Devices) != len(transports()) {
 		t.Fatalf("delivery: %+v", d)
 	}
 	for _, a := range d.Devices {
@@ -169,8 +183,9 @@ func TestInvalidTokensInProvidersWords(t *testing.T) {
 		oncepush.TransportAPNs:    "apns 410 Unregistered",
 		oncepush.TransportWebPush: "webpush 410 Gone",
 		oncepush.TransportRuStore: "rustore 404 NOT_FOUND: Requested entity was not found.",
+		hms.Name:                  "hms 400 80300007: All the tokens are invalid.",
 	}
-	for i, tr := range oncepush.Transports() {
+	for i, tr := range transports() {
 		e.register("gone", tr, 100+i)
 		e.fake.Program(tr, "", fakepush.DeadTokenAnswer(tr))
 	}

@@ -1,8 +1,8 @@
 // Package fakepush is the fake push providers: one local HTTPS server that
-// speaks FCM (with Google's OAuth token endpoint), APNs, Web Push and
-// RuStore, records what it was sent and answers what a test programs. Tests
-// reach it through pushtest (FakeServer and the rest are aliases of this
-// package's types), and `oncepush fake-providers` serves it as a process.
+// speaks FCM (with Google's OAuth token endpoint), APNs, Web Push, RuStore
+// and Huawei Push Kit, records what it was sent and answers what a test
+// programs. Tests reach it through pushtest (FakeServer and the rest are
+// aliases of this package's types), and `oncepush fake-providers` serves it as a process.
 // It imports no test code, so the command's binary does not link the testing
 // package; its error texts say "pushtest", the name its users know it by.
 //
@@ -38,15 +38,17 @@ import (
 // Server is one local HTTPS server (HTTP/2, with a certificate of its own)
 // that speaks the push providers' wire protocols, so that the real provider
 // clients of oncepush (provider/fcm, provider/apns, provider/webpush,
-// provider/rustore) can be tested end to end with no credentials and no
-// network:
+// provider/rustore, provider/hms) can be tested end to end with no
+// credentials and no network:
 //
 //   - FCM HTTP v1 send, under /fcm (and Google's OAuth token endpoint under
 //     /oauth2/token, verifying the RS256 assertion against a key it generated);
 //   - APNs under /3/device/{token}, verifying the ES256 provider JWT;
 //   - Web Push endpoints under /webpush/{id}, decrypting the aes128gcm payload
 //     with the subscription's private key and checking the VAPID header;
-//   - RuStore under /rustore.
+//   - RuStore under /rustore;
+//   - Huawei Push Kit (v3, HarmonyOS NEXT) under /hms, verifying the PS256
+//     service-account JWT.
 //
 // It records every request (transport, token, collapse id, notification id,
 // payload) the moment it has read it whole, and then what became of it
@@ -55,7 +57,7 @@ import (
 // a status and body per token or for the whole transport, Retry-After,
 // latency, or accepting the request and dropping the connection. Helpers hand
 // out matching credential files (FCMServiceAccount, APNsKey,
-// NewWebPushSubscription, RuStoreToken).
+// NewWebPushSubscription, RuStoreToken, HMSServiceAccount).
 type Server struct {
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
@@ -87,7 +89,7 @@ type Server struct {
 
 	// speaks holds each protocol's state (fake_<transport>.go), by transport.
 	speaks map[provider.Transport]any
-	// list names the transports spoken, for errors: "fcm, apns, webpush, rustore".
+	// list names the transports spoken, for errors: "fcm, apns, webpush, rustore, hms".
 	list string
 }
 
@@ -107,6 +109,7 @@ var protocols = []struct {
 	{provider.TransportWebPush, func(s *Server) any { return newFakeWebPush(s) }, WebPushError(410)},
 	{provider.TransportRuStore, func(s *Server) any { return newFakeRuStore(s) },
 		RuStoreError(404, "NOT_FOUND", "Requested entity was not found.")},
+	{transportHMS, func(s *Server) any { return newFakeHMS(s) }, HMSError(400, hmsCodeAllTokensInvalid, "All the tokens are invalid.")},
 }
 
 // DeadTokenAnswer is what t's provider answers for a device token that is no

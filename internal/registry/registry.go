@@ -82,9 +82,10 @@ func settingErr(setting, format string, args ...any) *SettingError {
 type Table []Transport
 
 // Default is the server's table: every transport it speaks, in their
-// documented order.
+// documented order: the root package's built-in transports, then those
+// whose spec their provider package holds (hms.Spec).
 func Default() Table {
-	return Table{fcmTransport(), apnsTransport(), webPushTransport(), ruStoreTransport()}
+	return Table{fcmTransport(), apnsTransport(), webPushTransport(), ruStoreTransport(), hmsTransport()}
 }
 
 // builtin returns the root package's spec of a built-in transport.
@@ -115,7 +116,8 @@ func (t Table) Specs() []oncepush.TransportSpec {
 	return out
 }
 
-// Titles lists the transports for people: "FCM, APNs, Web Push and RuStore".
+// Titles lists the transports for people: "FCM, APNs, Web Push, RuStore and
+// Huawei Push Kit".
 func (t Table) Titles() string {
 	titles := make([]string, len(t))
 	for i := range t {
@@ -331,7 +333,7 @@ func (t Table) LogAttrs(s Sections) []slog.Attr {
 
 // FakeParams say what the fake's sections are for.
 type FakeParams struct {
-	// Project is the FCM and RuStore project; Topic the APNs topic (the
+	// Project is the FCM, RuStore and Push Kit project; Topic the APNs topic (the
 	// app's bundle id); WebOrigin FCM's web link origin (optional).
 	Project, Topic, WebOrigin string
 	// Dir, when set, is where the credentials are written for a server in

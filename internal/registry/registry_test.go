@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,16 +18,18 @@ import (
 	"github.com/oncepush/oncepush/internal/registry"
 	"github.com/oncepush/oncepush/internal/strictjson"
 	"github.com/oncepush/oncepush/internal/testdb"
+	"github.com/oncepush/oncepush/provider/hms"
 	"github.com/oncepush/oncepush/pushtest"
 )
 
-// The server's table holds the built-in transports, in their order, each
-// with everything a row needs, and the fake speaks every one of them.
+// The server's table holds the built-in transports, in their order, then
+// Huawei Push Kit (whose spec is provider/hms's), each with everything a
+// row needs, and the fake speaks every one of them.
 func TestDefaultMatchesBuiltins(t *testing.T) {
 	t.Parallel()
 	table := registry.Default()
-	if got, want := table.Names(), oncepush.Transports(); !slices.Equal(got, want) {
-		t.Fatalf("Default() names %v, want the built-in transports %v", got, want)
+	if got, want := table.Names(), append(oncepush.Transports(), hms.Name); !slices.Equal(got, want) {
+		t.Fatalf("Default() names %v, want the built-in transports and hms %v", got, want)
 	}
 	for _, row := range table {
 		if row.Title == "" || row.NewSection == nil || row.Fake == nil || row.Spec.NormalizeToken == nil {
@@ -41,7 +44,7 @@ func TestDefaultMatchesBuiltins(t *testing.T) {
 	if got := fake.Transports(); !slices.Equal(got, table.Names()) {
 		t.Errorf("the fake speaks %v, the registry lists %v", got, table.Names())
 	}
-	if got := table.Titles(); got != "FCM, APNs, Web Push and RuStore" {
+	if got := table.Titles(); got != "FCM, APNs, Web Push, RuStore and Huawei Push Kit" {
 		t.Errorf("Titles() = %q", got)
 	}
 }
@@ -127,7 +130,8 @@ func TestDecodeNamesWhatIsWrong(t *testing.T) {
 	t.Parallel()
 	table := registry.Default()
 	for _, tc := range []struct{ raw, want string }{
-		{`{"hms": {}}`, `hms: is not a transport: the transports are fcm, apns, webpush, rustore`},
+		{`{"mipush": {}}`, `mipush: is not a transport: the transports are fcm, apns, webpush, rustore, hms`},
+		{`{"hms": {"keyfile": "x"}}`, `hms.keyfile: is not known`},
 		{`{"apns": {"keyFle": "x"}}`, `apns.keyFle: is not known`},
 		{`[]`, `providers: must be a JSON object`},
 	} {
@@ -146,7 +150,7 @@ func TestDecodeNamesWhatIsWrong(t *testing.T) {
 	}
 }
 
-// testpush is a fifth transport, registered the way a new provider is: a
+// testpush is one more transport, registered the way a new provider is: a
 // spec (token rules, payload limit), a configuration section that builds its
 // provider, and a fake.
 var testpush = oncepush.TransportSpec{
@@ -206,7 +210,7 @@ func TestFifthTransport(t *testing.T) {
 	table := append(registry.Default(), testpushRow)
 
 	if _, err := table.Decode([]byte(`{"testpush": {"secret": "s", "refus": "x"}}`)); err == nil {
-		t.Error("an unknown setting of the fifth transport was accepted")
+		t.Error("an unknown setting of the added transport was accepted")
 	}
 	sections, err := table.Decode([]byte(`{"testpush": {"secret": "s3cr3t"}, "fcm": null}`))
 	if err != nil {
@@ -230,8 +234,8 @@ func TestFifthTransport(t *testing.T) {
 	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "testpush", Token: "not-ours"}); err == nil || !strings.Contains(err.Error(), "starts with tp-") {
 		t.Errorf("a token its rules refuse: %v", err)
 	}
-	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "hms", Token: "hms-token-1"}); err == nil ||
-		!strings.Contains(err.Error(), "is not one of fcm, apns, webpush, rustore, testpush") {
+	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "mipush", Token: "mipush-token-1"}); err == nil ||
+		!strings.Contains(err.Error(), "is not one of fcm, apns, webpush, rustore, hms, testpush") {
 		t.Errorf("an unknown transport: %v, want the registry's names", err)
 	}
 	if _, err := client.RegisterDevice(ctx, oncepush.Device{Recipient: "r1", Transport: "testpush", Token: testpush.ExampleToken(1)}); err != nil {
@@ -260,11 +264,11 @@ func TestFifthTransport(t *testing.T) {
 	if err != nil || fakes["testpush"] == nil {
 		t.Errorf("the fake's sections: %v, %v; want one for testpush", fakes, err)
 	}
-	if got := table.Titles(); got != "FCM, APNs, Web Push, RuStore and Test Push" {
+	if got := table.Titles(); got != "FCM, APNs, Web Push, RuStore, Huawei Push Kit and Test Push" {
 		t.Errorf("Titles() = %q", got)
 	}
 	if msg := enumMismatch(openAPITransports(t), table); !strings.Contains(msg, `"testpush"`) {
-		t.Errorf("the OpenAPI check would not name the fifth transport: %q", msg)
+		t.Errorf("the OpenAPI check would not name the added transport: %q", msg)
 	}
 }
 
@@ -292,12 +296,58 @@ func TestCredentialFilesNameTheSetting(t *testing.T) {
 		{&registry.RuStore{ProjectID: "p"}, "providers.rustore.serviceToken", ""},
 		{&registry.RuStore{ProjectID: "p", ServiceTokenFile: dir}, "providers.rustore.serviceTokenFile", dir},
 		{&registry.RuStore{ProjectID: "p", ServiceToken: "t", CAFile: missing}, "providers.rustore.caFile", missing},
+		{&registry.HMS{}, "providers.hms.keyFile", ""},
+		{&registry.HMS{KeyFile: missing}, "providers.hms.keyFile", missing},
+		{&registry.HMS{KeyFile: dir}, "providers.hms.keyFile", dir},
 	} {
 		tr := oncepush.Transport(strings.Split(c.setting, ".")[1])
 		_, err := registry.Default().Providers(registry.Sections{tr: c.section}, registry.Env{})
 		var se *registry.SettingError
 		if !errors.As(err, &se) || se.Setting != c.setting || !strings.Contains(se.Problem, c.path) || strings.Contains(se.Problem, "open ") {
 			t.Errorf("%s (path %q): %v; want an error naming it and the path", c.setting, c.path, err)
+		}
+	}
+}
+
+// The Push Kit section's faults are named by the setting as the file
+// writes it, and the key file's problem by the file; the key is not quoted.
+func TestHMSSettingsAreNamed(t *testing.T) {
+	t.Parallel()
+	fake := pushtest.NewFakeServer(t)
+	var acct map[string]string
+	if err := json.Unmarshal(fake.HMSServiceAccount("p"), &acct); err != nil {
+		t.Fatal(err)
+	}
+	keyText := acct["private_key"]
+	delete(acct, "sub_account")
+	noSub, _ := json.Marshal(acct)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hms.json")
+	if err := os.WriteFile(keyFile, noSub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, fake.HMSServiceAccount("p"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		raw, setting, problem string
+	}{
+		{`{"hms": {"keyFile": "` + keyFile + `"}}`, "providers.hms.keyFile", keyFile + " lacks sub_account"},
+		{`{"hms": {"keyFile": "` + good + `", "category": "news"}}`, "providers.hms.category", `"news" is not a Push Kit category`},
+		{`{"hms": {"keyFile": "` + good + `", "baseURL": "http://push.example"}}`, "providers.hms.baseURL", "https"},
+	} {
+		sections, err := registry.Default().Decode([]byte(c.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = registry.Default().Providers(sections, registry.Env{})
+		var se *registry.SettingError
+		if !errors.As(err, &se) || se.Setting != c.setting || !strings.Contains(se.Problem, c.problem) {
+			t.Errorf("%s: %v; want %s: …%s…", c.raw, err, c.setting, c.problem)
+		}
+		if err != nil && strings.Contains(err.Error(), keyText[40:80]) {
+			t.Errorf("the error quotes the key: %v", err)
 		}
 	}
 }

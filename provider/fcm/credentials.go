@@ -1,19 +1,16 @@
 package fcm
 
 import (
-	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/oncepush/oncepush/provider/internal/rsakey"
 )
 
 // LoadServiceAccount reads a Google service-account key file (the JSON
@@ -88,36 +85,13 @@ func parseServiceAccount(b []byte) (*serviceAccount, error) {
 	return &a, nil
 }
 
-// parseRSAKey decodes a PEM private key (PKCS #8, or PKCS #1, as Google's
-// client libraries accept), so a key that cannot sign is refused by New
-// instead of failing every send.
+// parseRSAKey decodes the key file's PEM private key, so a key that cannot
+// sign is refused by New instead of failing every send.
 func parseRSAKey(pemKey string) (*rsa.PrivateKey, error) {
-	block, _ := pem.Decode([]byte(pemKey))
-	if block == nil {
-		return nil, errors.New("not a PEM block (-----BEGIN PRIVATE KEY-----)")
+	k, err := rsakey.Parse(pemKey)
+	var other *rsakey.NotRSAError
+	if errors.As(err, &other) {
+		return nil, fmt.Errorf("a %s key; Google service accounts sign with RSA (RS256)", other.Kind)
 	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, errors.New("not a PKCS #8 or PKCS #1 private key")
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("a %s key; Google service accounts sign with RSA (RS256)", keyKind(k))
-	}
-	return rk, nil
-}
-
-func keyKind(k any) string {
-	switch k.(type) {
-	case *ecdsa.PrivateKey:
-		return "ECDSA"
-	case ed25519.PrivateKey:
-		return "Ed25519"
-	case *ecdh.PrivateKey:
-		return "ECDH"
-	}
-	return "non-RSA"
+	return k, err
 }

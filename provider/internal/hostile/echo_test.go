@@ -13,6 +13,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/oncepush/oncepush/provider"
+	"github.com/oncepush/oncepush/provider/hms"
 )
 
 // hostileWords is what a push service appends to its echo: a terminal
@@ -49,6 +50,8 @@ func errorBody(tr provider.Transport, status int, words string) string {
 		v = map[string]any{"error": map[string]any{"code": status, "message": words, "status": "INVALID_ARGUMENT"}}
 	case provider.TransportAPNs:
 		v = map[string]string{"reason": words}
+	case hms.Name:
+		v = map[string]string{"code": "80100003", "msg": words, "requestId": "hostile-2"}
 	default:
 		return words // Web Push: text
 	}
@@ -68,6 +71,12 @@ func escapedErrorBody(tr provider.Transport, status, words string) string {
 		return `{"error": {"message": "` + b.String() + `", "status": "` + status + `"}}`
 	case provider.TransportAPNs:
 		return `{"reason": "` + b.String() + `"}`
+	case hms.Name:
+		code := "80200001" // the JWT refused
+		if status == "PERMISSION_DENIED" {
+			code = "80300002"
+		}
+		return `{"code": "` + code + `", "msg": "` + b.String() + `"}`
 	}
 	return words
 }
@@ -139,6 +148,9 @@ func TestProviderWordsCarryNoSecretsOrControls(t *testing.T) {
 			case provider.TransportWebPush:
 				rw.Header().Set("Location", id)
 				rw.WriteHeader(http.StatusCreated)
+			case hms.Name:
+				b, _ := json.Marshal(map[string]string{"code": "80000000", "msg": "Success", "requestId": echo(r)})
+				_, _ = rw.Write(b)
 			}
 		}},
 	)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncepush/oncepush/provider"
+	"github.com/oncepush/oncepush/provider/hms"
 	"github.com/oncepush/oncepush/provider/internal/httpsend"
 )
 
@@ -89,13 +90,24 @@ var ruStoreAnswers = []answerSeed{
 	{400, "", `{"error": {"message": "\u001b[2J\u202e\u0000\ud800", "status": "\u202eNOT_FOUND"}}`},
 }
 
+var hmsAnswers = []answerSeed{
+	{200, "", `{"code": "80000000", "msg": "Success", "requestId": "$E"}`},
+	{200, "", `{"code": 80100000, "msg": "{\"success\":0,\"failure\":1,\"illegal_tokens\":[\"$T\"]}"}`},
+	{400, "", `{"code": "80300007", "msg": "All the tokens are invalid. $U"}`},
+	{401, "", `{"code": "80200005", "msg": "Jwt token expired. $C"}`},
+	{403, "", `{"code": "80300002", "msg": "$C"}`},
+	{503, "Retry-After: -5", `flow control`},
+	{500, "", `{"code": "81000001", "msg": "` + strings.Repeat("w", 70000) + `"}`},
+	{400, "", `{"code": "\u202e80300007", "msg": "\u001b[2J\u202e\u0000\ud800"}`},
+}
+
 // answerTransports are the transports FuzzProviderAnswer picks from, and
 // answerSeeds their seeds.
 var (
-	answerTransports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore}
+	answerTransports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore, hms.Name}
 	answerSeeds      = map[provider.Transport][]answerSeed{
 		provider.TransportFCM: fcmAnswers, provider.TransportAPNs: apnsAnswers,
-		provider.TransportWebPush: webPushAnswers, provider.TransportRuStore: ruStoreAnswers,
+		provider.TransportWebPush: webPushAnswers, provider.TransportRuStore: ruStoreAnswers, hms.Name: hmsAnswers,
 	}
 )
 
@@ -108,7 +120,7 @@ type answerSeed struct {
 }
 
 // FuzzProviderAnswer: the fuzzer's transport picks the provider, so that
-// one run of go test -fuzz fuzzes all four.
+// one run of go test -fuzz fuzzes all five.
 func FuzzProviderAnswer(f *testing.F) {
 	for i, tr := range answerTransports {
 		for _, s := range answerSeeds[tr] {

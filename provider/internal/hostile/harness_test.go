@@ -27,6 +27,7 @@ import (
 	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
 	"github.com/oncepush/oncepush/provider/fcm"
+	"github.com/oncepush/oncepush/provider/hms"
 	"github.com/oncepush/oncepush/provider/rustore"
 	"github.com/oncepush/oncepush/provider/webpush"
 )
@@ -39,6 +40,7 @@ const (
 	fcmToken     = "dCANARYfcm:APA91b-fcm-device-token-1a2b3c4d5e6f7g8h"
 	rustoreToken = "CANARY-rustore-device-token-9z8y7x6w5v4u3t2s"
 	apnsToken    = "ca11ab1eca11ab1eca11ab1eca11ab1eca11ab1eca11ab1eca11ab1eca11ab1e"
+	hmsToken     = "MAMzLgCANARY-hms-push-token-3e4d5c6b7a8f9e0d"
 	webPushPath  = "/push/CANARY-webpush-subscription-5d4c3b2a1f0e"
 )
 
@@ -51,7 +53,7 @@ type request struct {
 
 // world is a push service on loopback TLS serving every transport's API
 // (and FCM's token endpoint), answering as the test says, an internal
-// service that nothing may reach, and the four providers configured against
+// service that nothing may reach, and the five providers configured against
 // them, logging to one buffer.
 type world struct {
 	t        testing.TB
@@ -79,7 +81,7 @@ type world struct {
 
 // transports are the transports the world has a provider for, in the order
 // the tests go through them.
-var transports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore}
+var transports = []provider.Transport{provider.TransportFCM, provider.TransportAPNs, provider.TransportWebPush, provider.TransportRuStore, hms.Name}
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
@@ -120,8 +122,12 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := hms.New(hms.Config{KeyJSON: hmsKeyFile(t, w.svc.URL+"/hms-token"), BaseURL: w.svc.URL + "/hms", TLSConfig: tlsConfig, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.providers = map[provider.Transport]provider.Provider{
-		provider.TransportFCM: f, provider.TransportAPNs: a, provider.TransportWebPush: wp, provider.TransportRuStore: r,
+		provider.TransportFCM: f, provider.TransportAPNs: a, provider.TransportWebPush: wp, provider.TransportRuStore: r, hms.Name: h,
 	}
 
 	ua, err := ecdh.P256().GenerateKey(rand.Reader)
@@ -131,9 +137,9 @@ func newWorld(t testing.TB) *world {
 	sub := provider.WebPushSubscription{Endpoint: w.svc.URL + webPushPath, P256dh: ua.PublicKey().Bytes(), Auth: []byte("CANARY-auth-16by")}
 	w.tokens = map[provider.Transport]provider.Token{
 		provider.TransportFCM: fcmToken, provider.TransportAPNs: apnsToken,
-		provider.TransportWebPush: sub.Token(), provider.TransportRuStore: rustoreToken,
+		provider.TransportWebPush: sub.Token(), provider.TransportRuStore: rustoreToken, hms.Name: hmsToken,
 	}
-	w.secrets = []string{accessToken, serviceToken, fcmToken, rustoreToken, apnsToken, webPushPath, string(sub.Token()),
+	w.secrets = []string{accessToken, serviceToken, fcmToken, rustoreToken, apnsToken, hmsToken, webPushPath, string(sub.Token()),
 		base64.RawURLEncoding.EncodeToString(sub.P256dh), base64.RawURLEncoding.EncodeToString(sub.Auth)}
 	w.answerWith(func(tr provider.Transport, rw http.ResponseWriter, _ *request) { accept(tr, rw) })
 	return w
@@ -177,6 +183,8 @@ func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 		tr = provider.TransportWebPush
 	case strings.HasPrefix(r.URL.Path, "/rustore/"):
 		tr = provider.TransportRuStore
+	case strings.HasPrefix(r.URL.Path, "/hms/"):
+		tr = hms.Name
 	default:
 		http.NotFound(rw, r)
 		return
@@ -196,6 +204,8 @@ func accept(tr provider.Transport, rw http.ResponseWriter) {
 		rw.WriteHeader(http.StatusCreated)
 	case provider.TransportRuStore:
 		_, _ = io.WriteString(rw, `{}`)
+	case hms.Name:
+		_, _ = io.WriteString(rw, `{"code": "80000000", "msg": "Success", "requestId": "hostile-1"}`)
 	}
 }
 
@@ -264,6 +274,24 @@ func serviceAccount(t testing.TB, tokenURI string) []byte {
 		"type": "service_account", "project_id": "hostile", "private_key_id": "kid-hostile",
 		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
 		"client_email": "push@hostile.iam.gserviceaccount.com", "token_uri": tokenURI,
+	})
+	return b
+}
+
+// hmsKeyFile is a Push Kit service-account key file of a new RSA key.
+func hmsKeyFile(t testing.TB, tokenURI string) []byte {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]string{
+		"project_id": "hostile", "key_id": "kid-hostile-hms", "sub_account": "hostile-sub-account",
+		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), "token_uri": tokenURI,
 	})
 	return b
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncepush/oncepush/provider"
 	"github.com/oncepush/oncepush/provider/apns"
+	"github.com/oncepush/oncepush/provider/hms"
 )
 
 // injection is text that would add a header if it reached one unchecked.
@@ -24,6 +25,7 @@ var wantHeaders = map[provider.Transport][]string{
 	provider.TransportAPNs:    {"Accept-Encoding", "Apns-Collapse-Id", "Apns-Expiration", "Apns-Id", "Apns-Priority", "Apns-Push-Type", "Apns-Topic", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
 	provider.TransportWebPush: {"Accept-Encoding", "Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Topic", "Ttl", "Urgency", "User-Agent"},
 	provider.TransportRuStore: {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "User-Agent"},
+	hms.Name:                  {"Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "Push-Type", "User-Agent"},
 }
 
 // TestMessageTextCannotAddHeaders: CR, LF and a whole second request in
@@ -157,6 +159,8 @@ func transportOf(path string) provider.Transport {
 		return provider.TransportAPNs
 	case strings.HasPrefix(path, "/push/"):
 		return provider.TransportWebPush
+	case strings.HasPrefix(path, "/hms/"):
+		return hms.Name
 	}
 	return provider.TransportRuStore
 }
