@@ -170,6 +170,10 @@ type Campaign struct {
 	// Client.Campaign, with the totals) when the token had moved to another
 	// recipient and another delivery of the campaign had reached it.
 	MalformedTokens, DuplicateTokens int64
+	// NotWritten counts the recipients the expansion passed without
+	// writing them a delivery, by reason: Written plus NotWritten.Total()
+	// is the audience the expansion has passed (all of it once completed).
+	NotWritten CampaignNotWritten
 	// Tries counts the expansion tries begun since the last batch that
 	// committed; LastError is the last failure's text.
 	Tries     int
@@ -183,6 +187,30 @@ type Campaign struct {
 	// deliveries it canceled and how many of them had a send in flight,
 	// which may still reach their devices (as CancelMessage reports).
 	Cancel *CancelResult
+}
+
+// CampaignNotWritten counts the recipients of a campaign's audience that
+// its expansion wrote no delivery for, each under the first reason that
+// applies, as the batch that passed them decided (D155). A recipient who
+// was written a delivery and then opted out, or lost its devices, is
+// counted in the totals instead (Skipped, NoDevices).
+type CampaignNotWritten struct {
+	// NoDevice: the recipient had no registered device.
+	NoDevice int64
+	// FilteredOut: it had devices, and the filter selected none.
+	FilteredOut int64
+	// MalformedTokens: the filter selected some, and the token of every
+	// one is malformed for its transport.
+	MalformedTokens int64
+	// DuplicateTokens: every well-formed token it had was already another
+	// recipient's target in the same batch (the same token registered
+	// under two spellings): the campaign reaches a token once.
+	DuplicateTokens int64
+}
+
+// Total is the number of recipients not written.
+func (n CampaignNotWritten) Total() int64 {
+	return n.NoDevice + n.FilteredOut + n.MalformedTokens + n.DuplicateTokens
 }
 
 // CampaignTotals count a campaign's deliveries and device attempts, as the
@@ -765,6 +793,9 @@ func campaignFromRow(r *driver.Campaign) (*Campaign, error) {
 	out := &Campaign{
 		ID: r.ID, CampaignSpec: *spec, Status: CampaignStatus(r.Status), MessageID: r.MessageID, Cursor: r.Cursor,
 		Recipients: r.Recipients, Written: r.Written, MalformedTokens: r.InvalidTokens, DuplicateTokens: r.DuplicateTokens,
+		NotWritten: CampaignNotWritten{
+			NoDevice: r.NoDevice, FilteredOut: r.FilteredOut, MalformedTokens: r.MalformedOnly, DuplicateTokens: r.DuplicateOnly,
+		},
 		Tries: r.Tries, LastError: r.LastError, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	for _, t := range []struct {

@@ -272,40 +272,69 @@ func (c *clientCore) expandBatch(ctx context.Context, ex driver.Executor, row *d
 // with a device the campaign reaches, and for each the time zone of the
 // most recently registered such device that has one. It counts in row the
 // devices left out for a malformed token, and those whose token key
-// another device of the batch already holds (one target per actual token).
+// another device of the batch already holds (one target per actual token);
+// and each recipient it leaves out, under the furthest any of its devices
+// got (D155), so that written plus not written is the audience passed.
 func (c *clientCore) targets(aud *audience, recipients []string, devices []*driver.Device, row *driver.Campaign) ([]string, map[string]string) {
-	reached := map[string]bool{}
+	reach := map[string]reachStage{}
 	zones := map[string]string{}
 	zoneAt := map[string]time.Time{}
 	tokens := map[pairKey]bool{}
+	got := func(r string, s reachStage) {
+		reach[r] = max(reach[r], s)
+	}
 	for _, d := range devices {
+		got(d.Recipient, hasDevice)
 		if !aud.filter.matches(d) {
 			continue
 		}
+		got(d.Recipient, selected)
 		key, ok := wellFormed(c.transports, d)
 		if !ok {
 			row.InvalidTokens++
 			continue
 		}
+		got(d.Recipient, wellFormedToken)
 		k := pairKey{d.Transport, key}
 		if tokens[k] {
 			row.DuplicateTokens++
 			continue
 		}
 		tokens[k] = true
-		reached[d.Recipient] = true
+		got(d.Recipient, reached)
 		if d.TimeZone != "" && !d.RegisteredAt.Before(zoneAt[d.Recipient]) {
 			zones[d.Recipient], zoneAt[d.Recipient] = d.TimeZone, d.RegisteredAt
 		}
 	}
 	var out []string
 	for _, r := range recipients {
-		if reached[r] {
+		switch reach[r] {
+		case reached:
 			out = append(out, r)
+		case noDevice:
+			row.NoDevice++
+		case hasDevice:
+			row.FilteredOut++
+		case selected:
+			row.MalformedOnly++
+		case wellFormedToken:
+			row.DuplicateOnly++
 		}
 	}
 	return out, zones
 }
+
+// reachStage is how far a recipient's devices got through the expansion's
+// rule: the furthest of them says why a recipient was not written.
+type reachStage int
+
+const (
+	noDevice        reachStage = iota // no registered device
+	hasDevice                         // devices, none the filter selects
+	selected                          // selected, every token malformed
+	wellFormedToken                   // well formed, every token another's target
+	reached                           // a target: written
+)
 
 // campaignNotificationID is the notification id of a campaign's delivery:
 // content-derived, so a batch written again gives each recipient the same

@@ -112,8 +112,15 @@ type Campaign struct {
 	Recipients      int64 // uploaded audience members
 	InvalidTokens   int64 // malformed tokens the expansion left out
 	DuplicateTokens int64 // second devices with a token key already targeted
-	Tries           int
-	LastError       string
+	// The recipients the expansion passed without writing a delivery, by
+	// reason (migration 10, D155): no registered device; devices, none
+	// the filter selects; selected devices, every token malformed;
+	// well-formed tokens, every one another recipient's target in the
+	// batch. Written plus these is the audience passed so far.
+	NoDevice, FilteredOut, MalformedOnly, DuplicateOnly int64
+
+	Tries     int
+	LastError string
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

@@ -32,6 +32,7 @@ func campaignTests[TTx any]() []testCase[TTx] {
 		{"CampaignTryInFlightNotInterrupted", testCampaignTryInFlight[TTx]},
 		{"CampaignAbandonedTryInterrupts", testCampaignAbandonedTry[TTx]},
 		{"CampaignTokensCountedNeverSent", testCampaignTokens[TTx]},
+		{"CampaignCountsAddUp", testCampaignCountsAddUp[TTx]},
 		{"CampaignCancelStopsSubmissions", testCampaignCancel[TTx]},
 		{"CampaignPacedByDueTimes", testCampaignPacing[TTx]},
 		{"CampaignRecipientFillingABatch", testCampaignRecipientFillingABatch[TTx]},
@@ -639,6 +640,92 @@ func testCampaignTokens[TTx any](t *testing.T, h Harness[TTx]) {
 	if got.Totals.Sent != len(want) || got.Totals.Accepted != len(want) {
 		t.Fatalf("totals %+v, want %d sent and accepted, as the providers received", *got.Totals, len(want))
 	}
+}
+
+// testCampaignCountsAddUp: every recipient of the audience the expansion
+// passes is either written a delivery or counted under the reason it was
+// not, once, in the batch that decided it — a batch that fails and is
+// written again does not count twice — so written plus not written is the
+// audience: uploaded recipients with devices, without, filtered out, with
+// malformed tokens only, and with a token another recipient holds.
+func testCampaignCountsAddUp[TTx any](t *testing.T, h Harness[TTx]) {
+	b := setup(t, h, func(c *oncepush.Config) { c.CampaignBatch = 3 })
+	ex := b.drv.Exec()
+	now := b.clock.Now()
+	device := func(recipient string, tr oncepush.Transport, tag string) {
+		t.Helper()
+		if _, err := b.client.RegisterDevice(b.ctx, oncepush.Device{Recipient: recipient, Transport: tr, Token: tokenFor(tr, recipient), Tags: []string{tag}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rows no registration through the client would write: a malformed
+	// token, and one APNs token under two spellings for two recipients.
+	raw := func(recipient, transport, token, tag string) {
+		t.Helper()
+		if _, err := ex.DeviceRegister(b.ctx, &driver.DeviceRegisterParams{
+			Now: &now, Recipient: recipient, Transport: transport, Token: token, TokenKey: token,
+			Tags: []string{tag}, MaxPerRecipient: 10,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := []string{"cnt-a1", "cnt-a2", "cnt-a3", "cnt-e1"}
+	for _, r := range written[:3] {
+		device(r, oncepush.TransportFCM, "plan:pro")
+	}
+	device("cnt-c-free", oncepush.TransportFCM, "plan:free")
+	raw("cnt-d-bad", "fcm", "not a token!", "plan:pro")
+	twice := strings.Repeat("cd", 32)
+	raw("cnt-e1", "apns", twice, "plan:pro")
+	raw("cnt-e2", "apns", strings.ToUpper(twice), "plan:pro")
+	// Filtered out and malformed: the furthest a device got decides.
+	device("cnt-f-mixed", oncepush.TransportFCM, "plan:free")
+	raw("cnt-f-mixed", "fcm", "also not a token!", "plan:pro")
+	audience := []string{"cnt-a1", "cnt-a2", "cnt-a3", "cnt-b-none1", "cnt-b-none2", "cnt-c-free", "cnt-d-bad", "cnt-e1", "cnt-e2", "cnt-f-mixed"}
+	want := oncepush.CampaignNotWritten{NoDevice: 2, FilteredOut: 1, MalformedTokens: 2, DuplicateTokens: 1}
+
+	check := func(c *oncepush.Campaign, audience int64, want oncepush.CampaignNotWritten) {
+		t.Helper()
+		if c.Status != oncepush.CampaignCompleted || c.NotWritten != want || c.Written+c.NotWritten.Total() != audience {
+			t.Fatalf("%s campaign: status %s, written %d, not written %+v; want completed, %d written and %+v (audience %d)",
+				c.Audience, c.Status, c.Written, c.NotWritten, audience-want.Total(), want, audience)
+		}
+	}
+	spec := campaignSpec("counts")
+	spec.Filter = oncepush.DeviceFilter{Tags: []string{"plan:pro"}}
+	c := b.startCampaign(spec, audience...)
+	injected := errors.New("injected: the third batch fails once")
+	batches := 0
+	failThird := enginetest.WithHooks(b.ctx, &enginetest.Hooks{OnCampaignBatch: func(int64, int) error {
+		batches++
+		if batches == 3 {
+			return injected
+		}
+		return nil
+	}})
+	if _, err := b.client.ExpandCampaigns(failThird); !errors.Is(err, injected) {
+		t.Fatalf("ExpandCampaigns with batch 3 failing: %v, want the injected error", err)
+	}
+	b.expand(b.client)
+	got := b.campaign(c.ID)
+	check(got, int64(len(audience)), want)
+	if got.Recipients != int64(len(audience)) {
+		t.Fatalf("recipients %d, want %d uploaded", got.Recipients, len(audience))
+	}
+	b.drain()
+	b.deliveredOnce(append(b.fcm.Submissions(), b.apns.Submissions()...), "counts", written)
+
+	// Every device's recipient is the audience of a devices campaign; none
+	// lacks a device, and one batch holds both spellings of the token.
+	big := b.newClient(b.db.Driver(t, 0), func(c *oncepush.Config) { c.CampaignBatch = 100 })
+	spec = oncepush.CampaignSpec{Message: msg("counts 2"), Audience: oncepush.AudienceDevices, Filter: spec.Filter}
+	c2 := b.createCampaign(spec)
+	if _, err := b.client.StartCampaign(b.ctx, c2.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.expand(big)
+	want.NoDevice = 0
+	check(b.campaign(c2.ID), int64(len(audience)-2), want)
 }
 
 // testCampaignCancel: once CancelCampaign returns, nothing more of the

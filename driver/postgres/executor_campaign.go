@@ -17,7 +17,8 @@ import (
 func scanCampaign(r pgx.CollectableRow) (*driver.Campaign, error) {
 	c := &driver.Campaign{}
 	err := r.Scan(&c.ID, &c.Name, &c.Status, &c.Content, &c.Audience, &c.Filter, &c.StartAt, &c.RatePerMinute,
-		&c.MessageID, &c.Cursor, &c.Written, &c.Recipients, &c.InvalidTokens, &c.DuplicateTokens, &c.Tries,
+		&c.MessageID, &c.Cursor, &c.Written, &c.Recipients, &c.InvalidTokens, &c.DuplicateTokens,
+		&c.NoDevice, &c.FilteredOut, &c.MalformedOnly, &c.DuplicateOnly, &c.Tries,
 		&c.LastError, &c.CreatedAt, &c.UpdatedAt, &c.StartedAt, &c.FinishedAt)
 	return c, err
 }
@@ -46,6 +47,8 @@ func (e *executor) CampaignSave(ctx context.Context, c *driver.Campaign, now *ti
 		"audience": c.Audience, "filter": jsonArg(c.Filter), "start_at": c.StartAt,
 		"rate_per_minute": c.RatePerMinute, "message_id": c.MessageID, "cursor": c.Cursor, "written": c.Written,
 		"recipients": c.Recipients, "invalid_tokens": c.InvalidTokens, "duplicate_tokens": c.DuplicateTokens,
+		"unreached_no_device": c.NoDevice, "unreached_filtered_out": c.FilteredOut,
+		"unreached_malformed": c.MalformedOnly, "unreached_duplicate": c.DuplicateOnly,
 		"tries": c.Tries, "last_error": c.LastError, "started_at": c.StartedAt, "finished_at": c.FinishedAt,
 	})
 	return err

@@ -93,6 +93,7 @@ func TestCampaignStatements(t *testing.T) {
 		}
 		c.Status, c.MessageID, c.Cursor, c.Written, c.Tries = driver.CampaignSending, msg, "u_1", 5, 0
 		c.InvalidTokens, c.DuplicateTokens, c.LastError, c.StartedAt, c.Filter = 1, 2, "boom", &saved, nil
+		c.NoDevice, c.FilteredOut, c.MalformedOnly, c.DuplicateOnly = 3, 4, 6, 7
 		c.CreatedAt = saved
 		return ex.CampaignSave(ctx, c, &saved)
 	})
@@ -101,7 +102,8 @@ func TestCampaignStatements(t *testing.T) {
 	}
 	got, _ = ex.CampaignGet(ctx, c.ID)
 	if got.Status != driver.CampaignSending || got.MessageID != msg || got.Cursor != "u_1" || got.Written != 5 ||
-		got.InvalidTokens != 1 || got.DuplicateTokens != 2 || got.LastError != "boom" || got.Filter != nil ||
+		got.InvalidTokens != 1 || got.DuplicateTokens != 2 || got.NoDevice != 3 || got.FilteredOut != 4 ||
+		got.MalformedOnly != 6 || got.DuplicateOnly != 7 || got.LastError != "boom" || got.Filter != nil ||
 		got.StartedAt == nil || !got.StartedAt.Equal(saved) || !got.UpdatedAt.Equal(saved) || !got.CreatedAt.Equal(now) {
 		t.Fatalf("saved %+v", got)
 	}

@@ -18,6 +18,7 @@ func scanCampaign(r scanner) (*driver.Campaign, error) {
 	c := &driver.Campaign{}
 	err := r.Scan(&c.ID, &c.Name, &c.Status, &c.Content, &c.Audience, &c.Filter, nullTimeCol{&c.StartAt},
 		&c.RatePerMinute, &c.MessageID, &c.Cursor, &c.Written, &c.Recipients, &c.InvalidTokens, &c.DuplicateTokens,
+		&c.NoDevice, &c.FilteredOut, &c.MalformedOnly, &c.DuplicateOnly,
 		&c.Tries, &c.LastError, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.StartedAt},
 		nullTimeCol{&c.FinishedAt})
 	return c, err
@@ -63,6 +64,8 @@ func (e *executor) CampaignSave(ctx context.Context, c *driver.Campaign, now *ti
 		sql.Named("rate_per_minute", c.RatePerMinute), sql.Named("message_id", c.MessageID),
 		sql.Named("cursor", c.Cursor), sql.Named("written", c.Written), sql.Named("recipients", c.Recipients),
 		sql.Named("invalid_tokens", c.InvalidTokens), sql.Named("duplicate_tokens", c.DuplicateTokens),
+		sql.Named("unreached_no_device", c.NoDevice), sql.Named("unreached_filtered_out", c.FilteredOut),
+		sql.Named("unreached_malformed", c.MalformedOnly), sql.Named("unreached_duplicate", c.DuplicateOnly),
 		sql.Named("tries", c.Tries), sql.Named("last_error", c.LastError),
 		sql.Named("started_at", optMicros(c.StartedAt)), sql.Named("finished_at", optMicros(c.FinishedAt)))
 }

@@ -19,12 +19,14 @@ INSERT INTO oncepush_campaign (name, status, content, audience, filter, start_at
                                created_at, updated_at)
 VALUES (@name, @status, @content, @audience, @filter, @start_at, @rate_per_minute, @now, @now)
 RETURNING id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
-          cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+          cursor, written, recipients, invalid_tokens, duplicate_tokens, unreached_no_device,
+          unreached_filtered_out, unreached_malformed, unreached_duplicate, tries, last_error,
           created_at, updated_at, started_at, finished_at;
 
 -- name: CampaignGet :one
 SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
-       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, unreached_no_device,
+       unreached_filtered_out, unreached_malformed, unreached_duplicate, tries, last_error,
        created_at, updated_at, started_at, finished_at
 FROM oncepush_campaign
 WHERE id = @id;
@@ -33,7 +35,8 @@ WHERE id = @id;
 -- CampaignGet inside a write transaction (BEGIN IMMEDIATE), which holds the
 -- database's one write lock until it ends: no row lock is needed or exists.
 SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
-       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, unreached_no_device,
+       unreached_filtered_out, unreached_malformed, unreached_duplicate, tries, last_error,
        created_at, updated_at, started_at, finished_at
 FROM oncepush_campaign
 WHERE id = @id;
@@ -43,7 +46,9 @@ UPDATE oncepush_campaign
 SET name = @name, status = @status, content = @content, audience = @audience, filter = @filter,
     start_at = @start_at, rate_per_minute = @rate_per_minute, message_id = nullif(@message_id, 0),
     cursor = @cursor, written = @written, recipients = @recipients, invalid_tokens = @invalid_tokens,
-    duplicate_tokens = @duplicate_tokens, tries = @tries, last_error = @last_error,
+    duplicate_tokens = @duplicate_tokens, unreached_no_device = @unreached_no_device,
+    unreached_filtered_out = @unreached_filtered_out, unreached_malformed = @unreached_malformed,
+    unreached_duplicate = @unreached_duplicate, tries = @tries, last_error = @last_error,
     updated_at = @now, started_at = @started_at, finished_at = @finished_at
 WHERE id = @id;
 
@@ -51,7 +56,8 @@ WHERE id = @id;
 -- Newest first, below the cursor: a seek into the primary key, or into
 -- oncepush_campaign_status when a status is given.
 SELECT id, name, status, content, audience, filter, start_at, rate_per_minute, coalesce(message_id, 0),
-       cursor, written, recipients, invalid_tokens, duplicate_tokens, tries, last_error,
+       cursor, written, recipients, invalid_tokens, duplicate_tokens, unreached_no_device,
+       unreached_filtered_out, unreached_malformed, unreached_duplicate, tries, last_error,
        created_at, updated_at, started_at, finished_at
 FROM oncepush_campaign
 WHERE id < @before_id AND (@status = '' OR status = @status)

@@ -44,7 +44,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"--config @engine.runBudget | engine.runBudget: \"soon\" is not a duration such as \"10s\" or \"1h30m\"",
 		"--config @engine.workrs | unknown setting engine.workrs (names are case-sensitive); did you mean engine.workers?",
 		"--config @providers.apns.keyId | unknown setting providers.apns.keyId (names are case-sensitive); did you mean providers.apns.keyID?",
-		"--config @providers.fmc | providers.fmc: is not a transport: the transports are fcm, apns, webpush, rustore; did you mean providers.fcm?",
+		"--config @providers.fmc | providers.fmc: is not a transport: the transports are fcm, apns, webpush, rustore, hms; did you mean providers.fcm?",
 		"--config @categories.news.ambiguty | unknown setting categories.news.ambiguty (names are case-sensitive); did you mean categories.news.ambiguity?",
 		// What was written well is checked too, and what flags give.
 		"--listen @ | \"nowhere\" is not host:port (address nowhere: missing port in address)",

@@ -72,7 +72,8 @@ func makeCampaigns(t *testing.T, e *env) *campaigns {
 		}
 	}
 
-	// Spring: four recipients, one device each, delivered.
+	// Spring: four recipients, one device each, delivered, and a fifth
+	// with no device, counted as not written.
 	apnsToken := oncepush.Token(strings.Repeat("5e7a9c1d", 8))
 	rustoreToken := oncepush.Token("rustore-token-spring-3-Qm9vYmFy")
 	deadToken := oncepush.Token("fcm-token:spring-4-dead-bGFzdHllYXI")
@@ -84,7 +85,7 @@ func makeCampaigns(t *testing.T, e *env) *campaigns {
 		pushtest.RuStoreError(http.StatusBadRequest, "INVALID_ARGUMENT", "Message payload is invalid: image URL not allowed"))
 	e.fake.Program(oncepush.TransportFCM, string(deadToken),
 		pushtest.FCMError(http.StatusNotFound, "NOT_FOUND", "Requested entity was not found.", "UNREGISTERED"))
-	c.spring = create("Spring sale", nil, "u_s1", "u_s2", "u_s3", "u_s4")
+	c.spring = create("Spring sale", nil, "u_s1", "u_s2", "u_s3", "u_s4", "u_s5")
 	before := len(e.fake.Requests())
 	if _, err := e.client.StartCampaign(ctx, c.spring.ID); err != nil {
 		t.Fatal(err)
@@ -339,9 +340,20 @@ func TestConsoleCampaigns(t *testing.T) {
 			t.Errorf("total %s shown: %d, the fake providers say %d", key, got, n)
 		}
 	}
+	// Written plus not written is the audience, as the page shows it.
+	for key, n := range map[string]int64{
+		"written": 4, "noDevice": 1, "filteredOut": 0, "malformedTokens": 0, "duplicateTokens": 0, "expanded": 5,
+	} {
+		if got := total(t, ctx, key); int64(got) != n {
+			t.Errorf("audience count %s shown: %d, want %d", key, got, n)
+		}
+	}
+	if nw := want.NotWritten; want.Written+nw.Total() != want.Recipients || nw.NoDevice != 1 {
+		t.Errorf("the library: %d written, not written %+v, %d recipients", want.Written, nw, want.Recipients)
+	}
 	for sel, w := range map[string]string{
-		"#campaign-written": "4", "#campaign-cursor": "u_s4", "#campaign-tries": "0", "#campaign-last-error": "none",
-		"#campaign-malformed": "0", "#campaign-duplicate": "0", "#campaign-audience": "uploaded recipients (4)",
+		"#campaign-written": "4", "#campaign-cursor": "u_s5", "#campaign-tries": "0", "#campaign-last-error": "none",
+		"#campaign-malformed": "0", "#campaign-duplicate": "0", "#campaign-audience": "uploaded recipients (5)",
 		"#campaign-pacing": "none: as fast as the workers deliver",
 	} {
 		if got := shown(t, ctx, sel); got != w {

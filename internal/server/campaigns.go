@@ -126,19 +126,23 @@ type campaignView struct {
 	StartAt       *time.Time          `json:"startAt"`
 	// NotificationID is the campaign's message, once started: GET
 	// /v1/notifications/{id}/deliveries lists its deliveries.
-	NotificationID  *int64          `json:"notificationId"`
-	Cursor          string          `json:"cursor"`
-	Recipients      int64           `json:"recipients"`
-	Written         int64           `json:"written"`
-	MalformedTokens int64           `json:"malformedTokens"`
-	DuplicateTokens int64           `json:"duplicateTokens"`
-	Tries           int             `json:"tries"`
-	LastError       string          `json:"lastError"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
-	StartedAt       *time.Time      `json:"startedAt"`
-	FinishedAt      *time.Time      `json:"finishedAt"`
-	Totals          *campaignTotals `json:"totals"`
+	NotificationID  *int64 `json:"notificationId"`
+	Cursor          string `json:"cursor"`
+	Recipients      int64  `json:"recipients"`
+	Written         int64  `json:"written"`
+	MalformedTokens int64  `json:"malformedTokens"`
+	DuplicateTokens int64  `json:"duplicateTokens"`
+	// NotWritten counts, by reason, the recipients passed without a
+	// delivery; Expanded is Written plus their total (D155).
+	NotWritten campaignNotWritten `json:"notWritten"`
+	Expanded   int64              `json:"expanded"`
+	Tries      int                `json:"tries"`
+	LastError  string             `json:"lastError"`
+	CreatedAt  time.Time          `json:"createdAt"`
+	UpdatedAt  time.Time          `json:"updatedAt"`
+	StartedAt  *time.Time         `json:"startedAt"`
+	FinishedAt *time.Time         `json:"finishedAt"`
+	Totals     *campaignTotals    `json:"totals"`
 	// Cancel is what POST /v1/campaigns/{id}/cancel ended, in its answer
 	// only; null in every other.
 	Cancel *campaignCancel `json:"cancel"`
@@ -167,6 +171,15 @@ type filterView struct {
 	Tags       []string `json:"tags"`
 }
 
+// campaignNotWritten is oncepush.CampaignNotWritten on the wire.
+type campaignNotWritten struct {
+	NoDevice        int64 `json:"noDevice"`
+	FilteredOut     int64 `json:"filteredOut"`
+	MalformedTokens int64 `json:"malformedTokens"`
+	DuplicateTokens int64 `json:"duplicateTokens"`
+	Total           int64 `json:"total"`
+}
+
 // campaignTotals are oncepush.CampaignTotals on the wire.
 type campaignTotals struct {
 	Queued            int `json:"queued"`
@@ -188,6 +201,12 @@ func viewCampaign(c *oncepush.Campaign) (campaignView, error) {
 		ID: c.ID, Name: c.Name, Status: string(c.Status), Category: c.Category, Audience: string(c.Audience),
 		RatePerMinute: c.RatePerMinute, Cursor: c.Cursor, Recipients: c.Recipients, Written: c.Written,
 		MalformedTokens: c.MalformedTokens, DuplicateTokens: c.DuplicateTokens, Tries: c.Tries, LastError: c.LastError,
+		NotWritten: campaignNotWritten{
+			NoDevice: c.NotWritten.NoDevice, FilteredOut: c.NotWritten.FilteredOut,
+			MalformedTokens: c.NotWritten.MalformedTokens, DuplicateTokens: c.NotWritten.DuplicateTokens,
+			Total: c.NotWritten.Total(),
+		},
+		Expanded:  c.Written + c.NotWritten.Total(),
 		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 		StartAt: utcUnlessZero(c.StartAt), StartedAt: utcUnlessZero(c.StartedAt), FinishedAt: utcUnlessZero(c.FinishedAt),
 		Message: campaignMessageView{

@@ -166,6 +166,10 @@ func TestCampaignFlow(t *testing.T) {
 			t.Errorf("after delivery: %+v, totals %+v; want completed, 3 written, totals %+v (4 submissions, made %d)",
 				got, got.Totals, want, e.submissions())
 		}
+		// Written plus not written is the uploaded audience.
+		if nw := (server.CampaignNotWritten{NoDevice: 1, Total: 1}); got.NotWritten != nw || got.Expanded != 4 || got.Recipients != 4 {
+			t.Errorf("counts: not written %+v, expanded %d, recipients %d; want %+v (u_4), 4 and 4", got.NotWritten, got.Expanded, got.Recipients, nw)
+		}
 		if e.fcm.Count() != 1 || e.apns.Count() != 1 || e.web.Count() != 1 || e.rus.Count() != 1 {
 			t.Errorf("submissions: fcm %d, apns %d, webpush %d, rustore %d; want one each (not u_out)",
 				e.fcm.Count(), e.apns.Count(), e.web.Count(), e.rus.Count())

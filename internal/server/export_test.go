@@ -21,20 +21,21 @@ func RoutesOf[TTx any](s *Server[TTx]) []Route {
 // exchange of the tests is checked against the OpenAPI document, whose
 // schemas require every property and allow no other.
 type (
-	SendAnswer       = sendAnswer
-	NotificationView = notificationView
-	DeliveryView     = deliveryView
-	AttemptView      = attemptView
-	DeliveryPage     = deliveryPage
-	DeviceView       = deviceView
-	DevicePage       = devicePage
-	Preferences      = preferencesBody
-	QuietHours       = quietHours
-	CampaignView     = campaignView
-	CampaignTotals   = campaignTotals
-	CampaignCancel   = campaignCancel
-	CampaignPage     = campaignPage
-	PageAnswer       = pageAnswer
+	SendAnswer         = sendAnswer
+	NotificationView   = notificationView
+	DeliveryView       = deliveryView
+	AttemptView        = attemptView
+	DeliveryPage       = deliveryPage
+	DeviceView         = deviceView
+	DevicePage         = devicePage
+	Preferences        = preferencesBody
+	QuietHours         = quietHours
+	CampaignView       = campaignView
+	CampaignTotals     = campaignTotals
+	CampaignNotWritten = campaignNotWritten
+	CampaignCancel     = campaignCancel
+	CampaignPage       = campaignPage
+	PageAnswer         = pageAnswer
 )
 
 // ActivityView is GET /v1/activity.

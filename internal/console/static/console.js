@@ -341,6 +341,17 @@ const attemptTotals = [
   ["ambiguousAttempts", "Ambiguous", "an answer was lost at least once: maybe delivered"],
 ];
 
+// The audience the expansion passed: written plus each reason a recipient
+// was not written adds up to it (D155).
+const audienceCounts = [
+  ["written", "Written", "a delivery was written: counted by status above"],
+  ["noDevice", "Not written: no device", "the recipient had no registered device"],
+  ["filteredOut", "Not written: filtered out", "it had devices; the filter selected none"],
+  ["malformedTokens", "Not written: malformed tokens", "every selected device's token is malformed"],
+  ["duplicateTokens", "Not written: duplicate token", "its token was another recipient's target: sent once"],
+  ["expanded", "Audience passed", "written plus not written, so far"],
+];
+
 function totalsTable(rows, totals, head, caption) {
   return table([head, { label: "Count", num: true }, "Meaning"],
     rows.map(([key, word, meaning]) =>
@@ -609,7 +620,13 @@ const views = {
             totalsTable(deliveryTotals, t, "Deliveries", "One per recipient reached, as tallied with the rows when this page was read.")),
           el("section", { "aria-labelledby": "totals-attempts" },
             el("h2", { id: "totals-attempts" }, "Device attempts by what the provider said"),
-            totalsTable(attemptTotals, t, "Attempts", "One per device a delivery was sent to."))),
+            totalsTable(attemptTotals, t, "Attempts", "One per device a delivery was sent to.")),
+          el("section", { "aria-labelledby": "totals-audience", id: "campaign-audience-counts" },
+            el("h2", { id: "totals-audience" }, "Recipients written and not written"),
+            totalsTable(audienceCounts, { written: c.written, expanded: c.expanded, ...c.notWritten }, "Recipients",
+              c.status === "completed"
+                ? "Every recipient of the audience, each counted once by the batch that passed it."
+                : "The recipients the expansion has passed so far, each counted once by the batch that passed it."))),
         el("h2", {}, "Details"),
         el("dl", { className: "facts", id: "campaign-facts" },
           el("dt", {}, "Message"), el("dd", { id: "campaign-message" }, [c.message.title, c.message.body].filter(Boolean).join(" — ") || "—"),
